@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# e2e.sh: run the end-to-end tests on a real Docker engine.
+#
+# Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run TestDefaultStackAgentConfinement
+#
+# Installs what is missing (hack/engine.sh install), starts the engine if none answers, builds the
+# images, runs `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run
+# started it.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ENGINE=$ROOT/hack/engine.sh
+
+"$ENGINE" install
+if docker info >/dev/null 2>&1; then
+	echo "e2e: using the running engine; it stays up" >&2
+else
+	"$ENGINE" start
+	# A failed stop (containers of other sessions still running) leaves the engine up, and says so.
+	trap '"$ENGINE" stop || true' EXIT
+fi
+"$ROOT/hack/build-images.sh"
+cd "$ROOT"
+go test -tags e2e -count=1 -v "$@" ./e2e/...

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# test.sh: every test. The unit gate (hack/check.sh: gofmt, vet, staticcheck, go test -race) and
+# the end-to-end suite on a real Docker engine (hack/e2e.sh). .ci/run calls exactly this.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$ROOT/hack/check.sh"
+"$ROOT/hack/e2e.sh"

@@ -1,0 +1,84 @@
+// Command sharness-agent is the demo agent of the SHarness stack. For now it is a confinement
+// self-report: it checks, from inside its container, the identity, capabilities, seccomp filter,
+// file systems and network the stack promised, and prints one JSON line per check on stdout,
+// then a summary line.
+//
+// It reports what the process can observe of its own confinement; it does not prove the absence
+// of side doors it does not probe (other syscalls, mounted sockets, the engine's own bugs).
+//
+// Exit codes: 0 all checks passed, 1 a check failed, 2 usage error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+)
+
+type config struct {
+	idle            bool // keep running after the report, for `docker compose up`
+	expectNoNetwork bool // SHARNESS_AI_EXPECT_NO_NETWORK=1: only loopback may exist
+}
+
+type summary struct {
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+}
+
+func init() {
+	if os.Getenv(tracemeProbe) == "1" {
+		runtime.LockOSThread() // keep main on the thread group leader (see tracemeChild)
+	}
+}
+
+func main() {
+	if os.Getenv(tracemeProbe) == "1" {
+		os.Exit(tracemeChild(os.Stdout))
+	}
+	var cfg config
+	flag.BoolVar(&cfg.idle, "idle", false, "keep running after the report until SIGTERM or SIGINT")
+	flag.Parse()
+	if flag.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: sharness-agent [-idle]")
+		os.Exit(2)
+	}
+	cfg.expectNoNetwork = os.Getenv("SHARNESS_AI_EXPECT_NO_NETWORK") == "1"
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := run(ctx, cfg, os.Stdout)
+	stop()
+	os.Exit(code)
+}
+
+// run prints the report and returns the exit code.
+func run(ctx context.Context, cfg config, out io.Writer) int {
+	enc := json.NewEncoder(out)
+	var sum summary
+	rs := append(statusChecks(), rootReadOnly(), tmpWritable(), networkNone(cfg.expectNoNetwork))
+	for _, r := range append(rs, deniedSyscalls()...) {
+		switch {
+		case r.Skipped:
+			sum.Skipped++
+		case r.OK:
+			sum.Passed++
+		default:
+			sum.Failed++
+		}
+		enc.Encode(r) // a lost line shows as a count mismatch against the summary
+	}
+	code := 0
+	if err := enc.Encode(map[string]summary{"summary": sum}); err != nil || sum.Failed > 0 {
+		code = 1 // a summary that cannot be written is a failed report
+	}
+	if cfg.idle {
+		<-ctx.Done()
+	}
+	return code
+}

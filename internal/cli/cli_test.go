@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// repoRoot is the repository, two folders up from this package, as an absolute path so it
+// survives t.Chdir.
+var repoRoot, _ = filepath.Abs("../..")
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// copyTree copies the named files and folders of the repository into a fresh folder and makes
+// it the working directory, so tests can edit policies freely.
+func copyTree(t *testing.T, names ...string) string {
+	t.Helper()
+	dst := t.TempDir()
+	for _, n := range names {
+		src := filepath.Join(repoRoot, n)
+		err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(repoRoot, p)
+			target := filepath.Join(dst, rel)
+			if d.IsDir() {
+				return os.MkdirAll(target, 0o755)
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			os.MkdirAll(filepath.Dir(target), 0o755)
+			return os.WriteFile(target, data, 0o644)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dst)
+	return dst
+}
+
+// TestCommittedArtefactsMatch is the drift check CI relies on: the root docker-compose.yml and
+// compiled/ are exactly what the default manifest compiles to.
+func TestCommittedArtefactsMatch(t *testing.T) {
+	t.Chdir(repoRoot)
+	code, out, errOut := run(t, "compile", "--check")
+	if code != ExitOK {
+		t.Fatalf("compile --check on the committed artefacts: exit %d\n%s%s\nregenerate with: go run ./cmd/sharness-ai compile", code, out, errOut)
+	}
+}
+
+func TestCheckReportsDriftAndWritesNothing(t *testing.T) {
+	copyTree(t, "policies/default", "docker-compose.yml", "compiled")
+	os.WriteFile("compiled/agent/seccomp.json", []byte("{}\n"), 0o644)
+	os.WriteFile("compiled/stale.json", []byte("{}\n"), 0o644)
+	os.Remove("docker-compose.yml")
+	code, out, _ := run(t, "compile", "--check")
+	if code != ExitRefused {
+		t.Fatalf("exit %d, want %d", code, ExitRefused)
+	}
+	for _, want := range []string{"compiled/agent/seccomp.json: differs", "compiled/stale.json: unexpected", "docker-compose.yml: missing"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat("docker-compose.yml"); err == nil {
+		t.Error("--check wrote a file")
+	}
+}
+
+func TestFailedCompileLeavesOutputUntouched(t *testing.T) {
+	copyTree(t, "policies/default", "docker-compose.yml", "compiled")
+	before, _ := os.ReadFile("docker-compose.yml")
+	layer := "policies/default/layers/L3-agent.yaml"
+	data, _ := os.ReadFile(layer)
+	os.WriteFile(layer, bytes.Replace(data, []byte("max_pids: 64"), []byte("max_pids: 4096"), 1), 0o644)
+	code, _, errOut := run(t, "compile")
+	if code != ExitUsage || !strings.Contains(errOut, "not the recorded one") {
+		t.Fatalf("exit %d, stderr %q: want a layer hash refusal", code, errOut)
+	}
+	code, _, errOut = run(t, "lock")
+	if code != ExitUsage || !strings.Contains(errOut, "widens its parent: 4096 is not within 512") {
+		t.Fatalf("lock: exit %d, stderr %q: want a widening refusal", code, errOut)
+	}
+	after, _ := os.ReadFile("docker-compose.yml")
+	if !bytes.Equal(before, after) {
+		t.Fatal("a failed compile changed docker-compose.yml")
+	}
+}
+
+// TestEveryFieldIsCovered edits every scalar of the default manifest and its layers, one at a
+// time, and requires that the result is refused or changes M and makes --check fail.
+func TestEveryFieldIsCovered(t *testing.T) {
+	dir := copyTree(t, "policies/default", "docker-compose.yml", "compiled")
+	_, orig, _ := run(t, "hash")
+	files, _ := filepath.Glob("policies/default/*.yaml")
+	layers, _ := filepath.Glob("policies/default/layers/*.yaml")
+	files = append(files, layers...)
+	edits := 0
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		var root yaml.Node
+		if err := yaml.Unmarshal(data, &root); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range scalars(&root) {
+			old := n.Value
+			n.Value = mutate(n)
+			mutated, _ := yaml.Marshal(&root)
+			n.Value = old
+			os.WriteFile(f, mutated, 0o644)
+			if strings.Contains(f, "/layers/") {
+				run(t, "lock") // a layer edit is re-recorded in the manifest, as a person would
+			}
+			code, hash, _ := run(t, "hash")
+			if code == ExitOK {
+				if hash == orig {
+					t.Errorf("%s: changing %q (line %d) kept the hash %s", f, old, n.Line, strings.TrimSpace(hash))
+				}
+				if c, _, _ := run(t, "compile", "--check"); c != ExitRefused {
+					t.Errorf("%s: changing %q (line %d): compile --check exit %d, want %d", f, old, n.Line, c, ExitRefused)
+				}
+			}
+			edits++
+			// Restore every file from the repository for the next edit.
+			copyBack(t, dir)
+		}
+	}
+	if edits < 20 {
+		t.Fatalf("only %d edits: the walk is not reaching the fields", edits)
+	}
+}
+
+func copyBack(t *testing.T, dir string) {
+	t.Helper()
+	for _, sub := range []string{"policies/default/manifest.yaml", "policies/default/layers/L0-os.yaml", "policies/default/layers/L1-static-go.yaml", "policies/default/layers/L3-agent.yaml"} {
+		data, err := os.ReadFile(filepath.Join(repoRoot, sub))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, sub), data, 0o644)
+	}
+}
+
+// scalars lists the value scalars of a YAML tree (not mapping keys).
+func scalars(n *yaml.Node) []*yaml.Node {
+	var out []*yaml.Node
+	switch n.Kind {
+	case yaml.DocumentNode, yaml.SequenceNode:
+		for _, c := range n.Content {
+			out = append(out, scalars(c)...)
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(n.Content); i += 2 {
+			out = append(out, scalars(n.Content[i])...)
+		}
+	case yaml.ScalarNode:
+		out = append(out, n)
+	}
+	return out
+}
+
+func mutate(n *yaml.Node) string {
+	switch n.Tag {
+	case "!!int":
+		if n.Value == "1" {
+			return "2"
+		}
+		return "1" + n.Value
+	case "!!bool":
+		if n.Value == "true" {
+			return "false"
+		}
+		return "true"
+	}
+	if strings.HasSuffix(n.Value, "Mi") || strings.HasSuffix(n.Value, "Gi") {
+		return "1" + n.Value
+	}
+	return n.Value + "x"
+}

@@ -1,0 +1,185 @@
+// Package compile turns a composed manifest into the artefacts an engine runs: per component an
+// OCI runtime spec (config.json) and a seccomp profile in Docker's JSON format.
+//
+// It is pure and deterministic: the same manifest gives byte-identical output on any machine.
+// It does not guarantee that an engine applies what the spec says; the e2e suite and the runtime
+// shim check that.
+package compile
+
+import (
+	"fmt"
+	"strconv"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+// Annotations and environment every spec carries.
+const (
+	AnnotationComponent = "ai.sharness.component"
+	AnnotationPolicy    = "ai.sharness.policy"
+	AnnotationKind      = "ai.sharness.kind"
+)
+
+// VolumeRoot is where a host engine without named volumes (topology A) keeps them.
+const VolumeRoot = "/var/lib/sharness-ai/volumes"
+
+// SpecOpt is one decision the compiler makes about a spec.
+type SpecOpt func(*specs.Spec) error
+
+// Spec builds the OCI runtime spec of one component.
+func Spec(m *pbp.Manifest, c *pbp.Component, seccomp *specs.LinuxSeccomp) (*specs.Spec, error) {
+	s := &specs.Spec{Version: specs.Version}
+	for _, opt := range []SpecOpt{
+		withRoot, withProcess(m, c), withMounts(c), withNamespaces,
+		withResources(c), withHardening, withSeccomp(seccomp), withAnnotations(m, c),
+	} {
+		if err := opt(s); err != nil {
+			return nil, fmt.Errorf("component %s: %w", c.Name, err)
+		}
+	}
+	return s, nil
+}
+
+// withRoot: the root filesystem is always read-only.
+func withRoot(s *specs.Spec) error {
+	s.Root = &specs.Root{Path: "rootfs", Readonly: true}
+	return nil
+}
+
+func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
+	return func(s *specs.Spec) error {
+		if c.UID == 0 || c.GID == 0 {
+			return fmt.Errorf("uid/gid 0 is refused: components run as non-root")
+		}
+		args := c.Entrypoint
+		if len(args) == 0 {
+			args = []string{"/sharness-" + string(c.Kind)}
+		}
+		caps := append([]string{}, c.Capabilities...)
+		s.Hostname = c.Name
+		s.Process = &specs.Process{
+			User: specs.User{UID: uint32(c.UID), GID: uint32(c.GID)},
+			Args: args,
+			Env: []string{
+				"PATH=/usr/local/bin:/usr/bin:/bin",
+				"SHARNESS_AI_COMPONENT=" + c.Name,
+				"SHARNESS_AI_POLICY=" + m.Hash,
+			},
+			Cwd: "/",
+			// Bounding, effective, permitted and inheritable hold only what the policy names;
+			// ambient stays empty, so an exec never gains anything.
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding: caps, Effective: caps, Permitted: caps, Inheritable: []string{}, Ambient: []string{},
+			},
+			NoNewPrivileges: true,
+			Rlimits: []specs.POSIXRlimit{
+				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}, // no core files: they would hold memory
+				{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024},
+			},
+		}
+		return nil
+	}
+}
+
+func withMounts(c *pbp.Component) SpecOpt {
+	return func(s *specs.Spec) error {
+		// runc's defaults, each as narrow as it allows.
+		s.Mounts = []specs.Mount{
+			{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "noexec", "strictatime", "mode=755", "size=65536k"}},
+			{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}},
+			{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+			{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+			{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+			{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+		}
+		for _, t := range c.Tmpfs {
+			if t.Size <= 0 {
+				return fmt.Errorf("tmpfs %s has no size", t.Path)
+			}
+			s.Mounts = append(s.Mounts, specs.Mount{
+				Destination: t.Path, Type: "tmpfs", Source: "tmpfs",
+				Options: []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(t.Size, 10)},
+			})
+		}
+		for _, v := range c.Volumes {
+			mode := "rw"
+			if v.ReadOnly {
+				mode = "ro"
+			}
+			s.Mounts = append(s.Mounts, specs.Mount{
+				Destination: v.Target, Type: "bind", Source: VolumeRoot + "/" + v.Name,
+				Options: []string{"rbind", "nosuid", "nodev", "noexec", mode},
+			})
+		}
+		return nil
+	}
+}
+
+// withNamespaces: every namespace is new; no path means no host namespace is joined.
+func withNamespaces(s *specs.Spec) error {
+	ensureLinux(s).Namespaces = []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace}, {Type: specs.NetworkNamespace}, {Type: specs.IPCNamespace},
+		{Type: specs.UTSNamespace}, {Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
+	}
+	return nil
+}
+
+func withResources(c *pbp.Component) SpecOpt {
+	return func(s *specs.Spec) error {
+		if c.MaxPIDs <= 0 || c.MaxMemory <= 0 {
+			return fmt.Errorf("pids and memory limits are required")
+		}
+		mem, pids := c.MaxMemory, c.MaxPIDs
+		ensureLinux(s).Resources = &specs.LinuxResources{
+			// No device may be opened beyond the defaults runc always creates.
+			Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+			Memory:  &specs.LinuxMemory{Limit: &mem, Swap: &mem},
+			Pids:    &specs.LinuxPids{Limit: &pids},
+		}
+		return nil
+	}
+}
+
+// withHardening masks and write-protects the kernel interfaces runc's defaults do, and closes
+// ICMP ping sockets (they need no capability unless the group range is empty).
+func withHardening(s *specs.Spec) error {
+	l := ensureLinux(s)
+	l.Devices = []specs.LinuxDevice{}
+	l.MaskedPaths = []string{
+		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+		"/proc/sched_debug", "/proc/scsi", "/proc/timer_list", "/proc/timer_stats",
+		"/sys/devices/virtual/powercap", "/sys/firmware",
+	}
+	l.ReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+	l.Sysctl = map[string]string{"net.ipv4.ping_group_range": "1 0"}
+	return nil
+}
+
+func withSeccomp(sc *specs.LinuxSeccomp) SpecOpt {
+	return func(s *specs.Spec) error {
+		if sc == nil {
+			return fmt.Errorf("no seccomp profile: every component needs one")
+		}
+		ensureLinux(s).Seccomp = sc
+		return nil
+	}
+}
+
+func withAnnotations(m *pbp.Manifest, c *pbp.Component) SpecOpt {
+	return func(s *specs.Spec) error {
+		s.Annotations = map[string]string{
+			AnnotationComponent: c.Name, AnnotationPolicy: m.Hash, AnnotationKind: string(c.Kind),
+		}
+		return nil
+	}
+}
+
+func ensureLinux(s *specs.Spec) *specs.Linux {
+	if s.Linux == nil {
+		s.Linux = &specs.Linux{}
+	}
+	return s.Linux
+}

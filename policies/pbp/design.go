@@ -1,0 +1,121 @@
+package pbp
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Component is one component's effective policy: the intersection of its layers, with the
+// design's least-privilege defaults filled in. Every value here is final.
+type Component struct {
+	Name       string
+	Kind       Kind
+	SPIFFEID   string
+	Image      string
+	Entrypoint []string
+	CodeSHA256 string
+	UID, GID   int
+
+	Capabilities []string // sorted, CAP_ prefixed
+	NoNewPrivs   bool     // always true: the design has no way to turn it off
+	MaxPIDs      int64
+	MaxMemory    int64 // bytes
+	MaxRuntime   int64 // seconds; 0 means the session's lifetime
+
+	Tmpfs     []TmpfsMount  // sorted by path
+	Volumes   []VolumeMount // sorted by target
+	Protected []string      // sorted
+
+	Egress bool
+
+	SyscallAllow []string // sorted re-additions from the design's floor
+	SyscallDeny  []string // sorted extra removals
+
+	Business Business
+	Audit    []string
+
+	ConnectTo  []string // from the manifest's edges, sorted
+	AcceptFrom []string
+}
+
+// TmpfsMount is a resolved tmpfs: its size in bytes.
+type TmpfsMount struct {
+	Path string
+	Size int64
+}
+
+// VolumeMount is a resolved named volume.
+type VolumeMount struct {
+	Name, Target string
+	ReadOnly     bool
+}
+
+// designEdges is the edge matrix of DESIGN.md §3: every other pair has no path.
+var designEdges = map[[2]Kind]bool{
+	{KindApp, KindNet}: true, {KindApp, KindLLM}: true, {KindApp, KindBash}: true, {KindApp, KindFS}: true,
+	{KindLLM, KindKMS}: true, {KindLLM, KindNet}: true,
+	{KindBash, KindNet}: true,
+	{KindNet, KindKMS}:  true,
+}
+
+func designEdge(from, to Kind) bool { return designEdges[[2]Kind{from, to}] }
+
+func designEdgesText() string {
+	var s []string
+	for _, from := range Kinds {
+		for _, to := range Kinds {
+			if designEdge(from, to) {
+				s = append(s, string(from)+"→"+string(to))
+			}
+		}
+	}
+	return "allowed: " + strings.Join(s, ", ")
+}
+
+// designCaps lists the only capabilities a kind may ever be given; everything else (SYS_ADMIN,
+// NET_RAW, SYS_PTRACE, ...) is forbidden whatever the layers say.
+var designCaps = map[Kind][]string{
+	KindNet: {"CAP_NET_BIND_SERVICE"},
+}
+
+// designSyscalls lists the syscalls of the compiler's floor a kind may re-allow: only bash makes
+// namespaces, for its per-command sandboxes.
+var designSyscalls = map[Kind][]string{
+	KindBash: {"clone_namespaces", "mount", "pivot_root", "setns", "umount2", "unshare"},
+}
+
+// checkDesign applies the rules no layer can override.
+func checkDesign(c *Component, where func(field string) *Error) error {
+	for _, cp := range c.Capabilities {
+		if !slices.Contains(designCaps[c.Kind], cp) {
+			e := where("process.capabilities")
+			e.Msg = fmt.Sprintf("capability %s is forbidden for kind %s (allowed: %v)", cp, c.Kind, designCaps[c.Kind])
+			return e
+		}
+	}
+	for _, sc := range c.SyscallAllow {
+		if !slices.Contains(designSyscalls[c.Kind], sc) {
+			e := where("syscalls.allow")
+			e.Msg = fmt.Sprintf("syscall %s may not be re-allowed for kind %s (allowed: %v)", sc, c.Kind, designSyscalls[c.Kind])
+			return e
+		}
+	}
+	if c.Egress && c.Kind != KindNet {
+		e := where("network.egress")
+		e.Msg = fmt.Sprintf("only kind net may be on the egress network; %s is kind %s", c.Name, c.Kind)
+		return e
+	}
+	b := c.Business
+	for _, blk := range []struct {
+		kind Kind
+		set  bool
+	}{{KindNet, b.Net != nil}, {KindLLM, b.LLM != nil}, {KindKMS, b.KMS != nil}, {KindBash, b.Bash != nil}, {KindFS, b.FS != nil}} {
+		if blk.set && blk.kind != c.Kind {
+			e := where("business." + string(blk.kind))
+			e.Msg = fmt.Sprintf("rules for kind %s given to %s, which is kind %s", blk.kind, c.Name, c.Kind)
+			return e
+		}
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package pbp
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// CheckShape checks one manifest or layer file on its own, as the loader would before it looks
+// at anything else: the strict decode (unknown fields, types, floats, integers, anchors, tags,
+// duplicate keys), the header (pbp: 1 and a kind of manifest or layer, which picks the struct),
+// and the spelling of each single value that the loader checks later (names, kinds, layer ids,
+// hashes, paths, sizes, durations, ports, ranges, enums, required fields).
+//
+// It does not read layer files, compare hashes with content, resolve references (layer ids a
+// component names, edge and caller components), check that layers narrow, or apply the design's
+// rules. It is the Go side of the agreement with policies/schema.
+//
+// Where the loader treats an explicit empty string like an absent field (code_sha256,
+// max_memory, max_runtime, syscalls.base, on_secret, max_file_size), CheckShape refuses it, as
+// the schema does.
+func CheckShape(file string, data []byte) error {
+	var generic any
+	d, err := decodeStrict(file, data, &generic)
+	if err != nil {
+		return err
+	}
+	top, _ := d.value.(map[string]any)
+	switch top["kind"] {
+	case "manifest":
+		var md ManifestDoc
+		d, err := decodeStrict(file, data, &md)
+		if err != nil {
+			return err
+		}
+		if err := checkHeader(d, md.PBP, md.Kind, "manifest"); err != nil {
+			return err
+		}
+		return shapeManifest(d, &md)
+	case "layer":
+		var ld LayerDoc
+		d, err := decodeStrict(file, data, &ld)
+		if err != nil {
+			return err
+		}
+		if err := checkHeader(d, ld.PBP, ld.Kind, "layer"); err != nil {
+			return err
+		}
+		return shapeLayer(d, &ld)
+	}
+	if _, ok := d.lines["pbp"]; !ok {
+		return d.errAt("pbp", "missing: the format version must be given as pbp: %d", Version)
+	}
+	if k, ok := top["kind"].(string); ok {
+		return d.errAt("kind", "is %q, want \"manifest\" or \"layer\"", k)
+	}
+	return d.errAt("kind", "missing or not a string: want \"manifest\" or \"layer\"")
+}
+
+// shapeManifest checks the manifest's single values: checkManifest without the references.
+func shapeManifest(d *doc, md *ManifestDoc) error {
+	if !trustPattern.MatchString(md.TrustDomain) {
+		return d.errAt("trust_domain", "%q is not a valid SPIFFE trust domain (lower-case letters, digits, '.', '-', '_')", md.TrustDomain)
+	}
+	if len(md.Layers) == 0 {
+		return d.errAt("layers", "a manifest needs at least one layer")
+	}
+	for i, ref := range md.Layers {
+		f := fmt.Sprintf("layers[%d]", i)
+		if !layerPattern.MatchString(ref.ID) {
+			return d.errAt(f+".id", "%q is not a layer id of the form L<0-5>-<name>", ref.ID)
+		}
+		if path.IsAbs(ref.File) || !fs.ValidPath(ref.File) {
+			return d.errAt(f+".file", "%q must be a relative path inside the manifest's folder", ref.File)
+		}
+		if err := CheckHash(ref.SHA256); err != nil {
+			return d.errAt(f+".sha256", "%v", err)
+		}
+	}
+	if len(md.Components) == 0 {
+		return d.errAt("components", "a manifest needs at least one component")
+	}
+	names := make([]string, 0, len(md.Components))
+	for n := range md.Components {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		c, f := md.Components[name], "components."+name
+		if !namePattern.MatchString(name) {
+			return d.errAt(f, "component name %q must match %s", name, namePattern)
+		}
+		if !slices.Contains(Kinds, c.Kind) {
+			return d.errAt(f+".kind", "unknown component kind %q (known: %v)", c.Kind, Kinds)
+		}
+		if len(c.Layers) == 0 {
+			return d.errAt(f+".layers", "a component needs at least one layer")
+		}
+		for i, id := range c.Layers {
+			if !layerPattern.MatchString(id) {
+				return d.errAt(fmt.Sprintf("%s.layers[%d]", f, i), "%q is not a layer id of the form L<0-5>-<name>", id)
+			}
+		}
+	}
+	for i, e := range md.Edges {
+		f := fmt.Sprintf("edges[%d]", i)
+		if !namePattern.MatchString(e.From) {
+			return d.errAt(f+".from", "%q is not a component name", e.From)
+		}
+		if !namePattern.MatchString(e.To) {
+			return d.errAt(f+".to", "%q is not a component name", e.To)
+		}
+	}
+	return nil
+}
+
+// shapeLayer checks a layer's single values: what the merger checks of each value on its own,
+// without comparing it with the parent's.
+func shapeLayer(d *doc, ld *LayerDoc) error {
+	if !slices.Contains(Levels, ld.Level) {
+		return d.errAt("level", "%q is not a level (known: %v)", ld.Level, Levels)
+	}
+	p := &ld.Policy
+	m := shaper{d}
+	for _, f := range []string{"subject.code_sha256", "process.max_memory", "process.max_runtime",
+		"syscalls.base", "business.llm.on_secret", "business.fs.max_file_size"} {
+		if v, ok := d.at("policy." + f); ok && v == "" {
+			return m.fail(f, "must not be empty: leave the field out instead")
+		}
+	}
+	if s := p.Subject; s != nil && s.CodeSHA256 != "" && CheckHash(s.CodeSHA256) != nil {
+		return m.fail("subject.code_sha256", "%q is not of the form sha256:<64 hex digits>", s.CodeSHA256)
+	}
+	if id := p.Identity; id != nil {
+		for _, v := range []struct {
+			field string
+			n     *int
+		}{{"identity.uid", id.UID}, {"identity.gid", id.GID}} {
+			if v.n != nil && (*v.n < 1 || *v.n >= 1<<31) {
+				return m.fail(v.field, "%d must be a non-root id between 1 and 2^31-1", *v.n)
+			}
+		}
+	}
+	if pr := p.Process; pr != nil {
+		if pr.Capabilities != nil {
+			for _, c := range *pr.Capabilities {
+				if !capPattern.MatchString(c) {
+					return m.fail("process.capabilities", "%q is not a capability name such as CAP_NET_BIND_SERVICE", c)
+				}
+			}
+		}
+		if pr.NoNewPrivs != nil && !*pr.NoNewPrivs {
+			return m.fail("process.no_new_privs", "false is forbidden: every component runs with no_new_privs")
+		}
+		if pr.MaxPIDs != nil && *pr.MaxPIDs < 1 {
+			return m.fail("process.max_pids", "%d must be at least 1", *pr.MaxPIDs)
+		}
+		if err := firstErr(m.size("process.max_memory", pr.MaxMemory),
+			m.duration("process.max_runtime", pr.MaxRuntime)); err != nil {
+			return err
+		}
+	}
+	if f := p.Files; f != nil {
+		for i, pp := range f.Protected {
+			if path.IsAbs(pp) || !cleanRel(pp) {
+				return m.fail(fmt.Sprintf("files.protected[%d]", i), "%q must be a clean path relative to the workspace", pp)
+			}
+		}
+		if f.Tmpfs != nil {
+			for i, t := range *f.Tmpfs {
+				field := fmt.Sprintf("files.tmpfs[%d]", i)
+				if !path.IsAbs(t.Path) || path.Clean(t.Path) != t.Path || t.Path == "/" {
+					return m.fail(field+".path", "%q must be a clean absolute path other than /", t.Path)
+				}
+				if t.Size == "" {
+					return m.fail(field+".size", "tmpfs %s has no size: every tmpfs needs one", t.Path)
+				}
+				if err := m.size(field+".size", t.Size); err != nil {
+					return err
+				}
+			}
+		}
+		if f.Volumes != nil {
+			for i, v := range *f.Volumes {
+				if !namePattern.MatchString(v.Name) || !path.IsAbs(v.Target) || path.Clean(v.Target) != v.Target {
+					return m.fail(fmt.Sprintf("files.volumes[%d]", i), "volume needs a name matching %s and a clean absolute target", namePattern)
+				}
+				if strings.HasPrefix(v.Name, "identity-") {
+					return m.fail(fmt.Sprintf("files.volumes[%d].name", i), "%q is reserved: identity-<role> volumes hold a role's SVID socket and are mounted by the compiler alone", v.Name)
+				}
+			}
+		}
+	}
+	if s := p.Syscalls; s != nil && s.Base != "" && s.Base != "docker-default" {
+		return m.fail("syscalls.base", "unknown base profile %q (known: docker-default)", s.Base)
+	}
+	b := p.Business
+	if b == nil {
+		return nil
+	}
+	if n := b.Net; n != nil {
+		for i, h := range n.DenyHosts {
+			if !hostPattern.MatchString(h) {
+				return m.fail(fmt.Sprintf("business.net.deny_hosts[%d]", i), "%q is not a host name or *.suffix pattern", h)
+			}
+		}
+		if n.Callers != nil {
+			for i, c := range *n.Callers {
+				field := fmt.Sprintf("business.net.callers[%d]", i)
+				if !namePattern.MatchString(c.Caller) {
+					return m.fail(field+".caller", "%q is not a component name", c.Caller)
+				}
+				for _, h := range c.Hosts {
+					if !hostPattern.MatchString(h) {
+						return m.fail(field+".hosts", "%q is not a lower-case host name or *.suffix pattern (IP literals are never allowed)", h)
+					}
+				}
+				for _, port := range c.Ports {
+					if port < 1 || port > 65535 {
+						return m.fail(field+".ports", "port %d is out of range", port)
+					}
+				}
+			}
+		}
+	}
+	if l := b.LLM; l != nil {
+		if l.OnSecret != "" && l.OnSecret != "refuse" && l.OnSecret != "redact" {
+			return m.fail("business.llm.on_secret", "%q must be refuse or redact", l.OnSecret)
+		}
+		for _, v := range []struct {
+			field string
+			n     *int
+		}{{"business.llm.max_tokens", l.MaxTokens}, {"business.llm.session_token_budget", l.Budget}} {
+			if v.n != nil && *v.n < 0 {
+				return m.fail(v.field, "%d must not be negative", *v.n)
+			}
+		}
+	}
+	if k := b.KMS; k != nil && k.MaxUnwraps != nil && *k.MaxUnwraps < 0 {
+		return m.fail("business.kms.max_unwraps", "%d must not be negative", *k.MaxUnwraps)
+	}
+	if f := b.FS; f != nil {
+		return m.size("business.fs.max_file_size", f.MaxFileSize)
+	}
+	return nil
+}
+
+// shaper reports a layer's policy fields by their path, as the merger does.
+type shaper struct{ d *doc }
+
+func (m shaper) fail(field, format string, args ...any) error {
+	return m.d.errAt("policy."+field, format, args...)
+}
+
+// size checks a size on its own ("" is absent).
+func (m shaper) size(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := ParseSize(v); err != nil {
+		return m.fail(field, "%v", err)
+	}
+	return nil
+}
+
+// duration checks a duration on its own ("" is absent).
+func (m shaper) duration(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if _, err := ParseDuration(v); err != nil {
+		return m.fail(field, "%v", err)
+	}
+	return nil
+}
+
+// at returns the decoded value at a dotted field path, and whether it is there.
+func (d *doc) at(field string) (any, bool) {
+	v := d.value
+	for _, k := range strings.Split(field, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
