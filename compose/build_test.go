@@ -19,6 +19,9 @@ import (
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
+// fullOpts renders the full fixture as if the compose file stood at the repository's root.
+var fullOpts = Options{PolicyDir: "./policies/testdata/full"}
+
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
 func loadFixture(t testing.TB, dir string) *pbp.Manifest {
@@ -33,7 +36,7 @@ func loadFixture(t testing.TB, dir string) *pbp.Manifest {
 // TestGolden proves the full fixture compiles to exactly the committed bytes; regenerate on
 // purpose with go test ./compose -update.
 func TestGolden(t *testing.T) {
-	files, err := Build(loadFixture(t, "../policies/testdata/full"), Options{})
+	files, err := Build(loadFixture(t, "../policies/testdata/full"), fullOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +114,8 @@ func loadCompose(t *testing.T, files compile.Artefacts) *types.Project {
 	logrus.SetOutput(&logs)
 	logrus.SetLevel(logrus.WarnLevel)
 	t.Cleanup(func() { logrus.SetOutput(os.Stderr) })
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, File)}, cli.WithWorkingDirectory(dir), cli.WithConsistency(true))
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, File)}, cli.WithWorkingDirectory(dir), cli.WithConsistency(true),
+		cli.WithEnv([]string{"SHARNESS_AI_POLICY_HASH=sha256:0000000000000000000000000000000000000000000000000000000000000000"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +131,9 @@ func loadCompose(t *testing.T, files compile.Artefacts) *types.Project {
 
 func TestComposeLoadsAndKeepsThePolicy(t *testing.T) {
 	m := loadFixture(t, "../policies/testdata/full")
-	files, err := Build(m, Options{Runtime: "sharness"})
+	opt := fullOpts
+	opt.Runtime = "sharness"
+	files, err := Build(m, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,5 +210,63 @@ func TestDefaultStackHasNoNetwork(t *testing.T) {
 	p := loadCompose(t, files)
 	if got := p.Services["agent"].NetworkMode; got != "none" {
 		t.Fatalf("agent network_mode: got %q, want none: with no edges it has no network at all", got)
+	}
+}
+
+// TestComposeRefusesWithoutSuppliedHash: docker compose itself stops before anything starts when
+// the person has not supplied the hash.
+func TestComposeRefusesWithoutSuppliedHash(t *testing.T) {
+	files, err := Build(loadFixture(t, "../policies/testdata/full"), fullOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, File), files[File], 0o644)
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, File)}, cli.WithWorkingDirectory(dir), cli.WithEnv([]string{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = opts.LoadProject(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "set SHARNESS_AI_POLICY_HASH") {
+		t.Fatalf("LoadProject without the hash: %v; want a refusal asking for SHARNESS_AI_POLICY_HASH", err)
+	}
+}
+
+func TestWallSettings(t *testing.T) {
+	m := loadFixture(t, "../policies/testdata/full")
+	files, err := Build(m, fullOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := loadCompose(t, files)
+	for i, e := range m.Edges {
+		want, _ := m.EdgeSubnet(i)
+		n := p.Networks[EdgeNetwork(e)]
+		if len(n.Ipam.Config) != 1 || n.Ipam.Config[0].Subnet != want.String() {
+			t.Errorf("edge %s→%s: subnet %+v, want %s", e.From, e.To, n.Ipam.Config, want)
+		}
+	}
+	for _, c := range m.Components {
+		s := p.Services[c.Name]
+		hasPolicy := slices.ContainsFunc(s.Volumes, func(v types.ServiceVolumeConfig) bool {
+			return v.Type == "bind" && v.Target == PolicyMount && v.ReadOnly
+		})
+		if !hasPolicy {
+			t.Errorf("%s: the policy folder is not mounted read-only at %s", c.Name, PolicyMount)
+		}
+		if c.Kind == pbp.KindLauncher {
+			continue
+		}
+		v := p.Volumes[identityVolume(c.Name)]
+		if v.DriverOpts["type"] != "tmpfs" || !strings.Contains(v.DriverOpts["o"], "mode=0750") {
+			t.Errorf("%s: identity volume %+v, want an in-memory volume readable by the role's group alone", c.Name, v.DriverOpts)
+		}
+	}
+	agent := p.Services["agent"]
+	if got := agent.Environment["HTTPS_PROXY"]; got == nil || *got != "http://net:3128" {
+		t.Errorf("agent HTTPS_PROXY = %v, want http://net:3128", got)
+	}
+	if got := p.Services["fs"].Environment["HTTPS_PROXY"]; got != nil {
+		t.Errorf("fs has no edge to net but HTTPS_PROXY = %s", *got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
 
@@ -35,7 +36,18 @@ type Options struct {
 	Project    string // compose project name
 	Runtime    string // "sharness" adds runtime: sharness to every service (the shim); "" leaves the engine default
 	SeccompDir string // path of the compiled artefacts as the compose file refers to them, e.g. "./compiled"
+	PolicyDir  string // the manifest's folder as the compose file refers to it, e.g. "./policies/default"
 }
+
+// PolicyMount is where every container finds the manifest's folder, read-only (internal/session).
+const PolicyMount = "/etc/sharness/policy"
+
+// suppliedHash makes docker compose refuse to start unless the person supplies the hash; every
+// component then refuses a manifest with any other hash.
+const suppliedHash = "${SHARNESS_AI_POLICY_HASH:?set SHARNESS_AI_POLICY_HASH to the policy hash you trust (sharness-ai hash prints it)}"
+
+// ProxyPort is net's plain proxy port on its callers' edges.
+const ProxyPort = 3128
 
 // NoDNS is the only upstream resolver the stack's containers are given. Docker's embedded
 // resolver forwards names it does not know to the container's configured servers; on Engine
@@ -52,14 +64,19 @@ func Render(m *pbp.Manifest, opt Options) ([]byte, error) {
 		Networks: types.Networks{},
 		Volumes:  types.Volumes{},
 	}
-	launcher := ""
+	var launcher *pbp.Component
 	for _, c := range m.Components {
 		if c.Kind == pbp.KindLauncher {
-			launcher = c.Name
+			launcher = c
 		}
 	}
-	for _, e := range m.Edges {
+	for i, e := range m.Edges {
+		subnet, err := m.EdgeSubnet(i)
+		if err != nil {
+			return nil, err
+		}
 		p.Networks[EdgeNetwork(e)] = types.NetworkConfig{
+			Ipam:     types.IPAMConfig{Config: []*types.IPAMPool{{Subnet: subnet.String()}}},
 			Driver:   "bridge",
 			Internal: true,
 			// No host-side address on the bridge: an internal network otherwise still lets its
@@ -77,7 +94,16 @@ func Render(m *pbp.Manifest, opt Options) ([]byte, error) {
 			return nil, err
 		}
 		p.Services[c.Name] = s
-		p.Volumes[identityVolume(c.Name)] = types.VolumeConfig{Labels: types.Labels{LabelPolicy: m.Hash, LabelComponent: c.Name}}
+		if launcher != nil && c != launcher {
+			// In memory, owned by the launcher, reachable by the role's group alone: the socket
+			// is the role's identity, and its keys never touch a disk.
+			p.Volumes[identityVolume(c.Name)] = types.VolumeConfig{
+				Driver: "local",
+				DriverOpts: types.Options{"type": "tmpfs", "device": "tmpfs",
+					"o": fmt.Sprintf("size=1m,uid=%d,gid=%d,mode=0750", launcher.UID, c.GID)},
+				Labels: types.Labels{LabelPolicy: m.Hash, LabelComponent: c.Name},
+			}
+		}
 		for _, v := range c.Volumes {
 			p.Volumes[v.Name] = types.VolumeConfig{Labels: types.Labels{LabelPolicy: m.Hash}}
 		}
@@ -96,7 +122,7 @@ func EdgeNetwork(e pbp.Edge) string { return "edge-" + e.From + "-" + e.To }
 
 func identityVolume(role string) string { return "identity-" + role }
 
-func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher string) (types.ServiceConfig, error) {
+func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Component) (types.ServiceConfig, error) {
 	s := types.ServiceConfig{Name: c.Name, Restart: types.RestartPolicyNo}
 	s.Image = c.Image
 	if len(c.Entrypoint) > 0 {
@@ -115,30 +141,47 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher string) (t
 	s.Runtime = opt.Runtime
 	s.Labels = types.Labels{LabelComponent: c.Name, LabelPolicy: m.Hash, LabelKind: string(c.Kind)}
 	s.Environment = types.MappingWithEquals{
-		"SHARNESS_AI_COMPONENT":  ptr(c.Name),
-		"SHARNESS_AI_POLICY":     ptr(m.Hash),
-		"SPIFFE_ENDPOINT_SOCKET": ptr("unix://" + IdentityDir + "/" + c.Name + "/agent.sock"),
+		"SHARNESS_AI_COMPONENT":   ptr(c.Name),
+		"SHARNESS_AI_POLICY":      ptr(m.Hash),
+		"SHARNESS_AI_POLICY_HASH": ptr(suppliedHash),
+	}
+	if opt.PolicyDir != "" {
+		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: opt.PolicyDir, Target: PolicyMount, ReadOnly: true})
+	}
+	for _, e := range m.Edges {
+		// A caller of net reaches the outside world through it, as every HTTP client expects.
+		if to := m.Component(e.To); e.From == c.Name && to.Kind == pbp.KindNet {
+			proxy := fmt.Sprintf("http://%s:%d", to.Name, ProxyPort)
+			for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
+				s.Environment[k] = ptr(proxy)
+			}
+		}
 	}
 	for _, t := range c.Tmpfs {
 		s.Tmpfs = append(s.Tmpfs, fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%d,mode=1777", t.Path, t.Size))
 	}
-	s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: identityVolume(c.Name), Target: IdentityDir + "/" + c.Name, ReadOnly: c.Kind != pbp.KindLauncher})
-	if c.Kind == pbp.KindLauncher {
+	switch {
+	case launcher == nil:
+	case c == launcher:
 		// The launcher serves every role's socket, so it alone mounts every identity volume.
 		for _, o := range m.Components {
-			if o.Name != c.Name {
+			if o != c {
 				s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: identityVolume(o.Name), Target: IdentityDir + "/" + o.Name})
 			}
 		}
-		s.HealthCheck = &types.HealthCheckConfig{Test: types.HealthCheckTest{"CMD", "/sharness-launcher", "health"}}
+		interval, timeout := types.Duration(time.Second), types.Duration(3*time.Second)
+		retries := uint64(30)
+		s.HealthCheck = &types.HealthCheckConfig{Test: types.HealthCheckTest{"CMD", "/sharness-launcher", "health"},
+			Interval: &interval, Timeout: &timeout, Retries: &retries}
+	default:
+		s.Environment["SPIFFE_ENDPOINT_SOCKET"] = ptr("unix://" + IdentityDir + "/" + c.Name + "/agent.sock")
+		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: identityVolume(c.Name), Target: IdentityDir + "/" + c.Name, ReadOnly: true})
+		s.DependsOn = types.DependsOnConfig{launcher.Name: {Condition: types.ServiceConditionHealthy, Required: true}}
 	}
 	for _, v := range c.Volumes {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: v.Name, Target: v.Target, ReadOnly: v.ReadOnly})
 	}
 	sort.SliceStable(s.Volumes, func(i, j int) bool { return s.Volumes[i].Target < s.Volumes[j].Target })
-	if launcher != "" && c.Name != launcher {
-		s.DependsOn = types.DependsOnConfig{launcher: {Condition: types.ServiceConditionHealthy, Required: true}}
-	}
 	nets := map[string]*types.ServiceNetworkConfig{}
 	for _, e := range m.Edges {
 		if e.From == c.Name || e.To == c.Name {

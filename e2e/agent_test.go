@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"github.com/sharness-ai/sharness/policies/pbp"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -59,9 +61,12 @@ func TestDefaultStackAgentConfinement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hash := policyHash(t, root)
 	compose := func(ctx context.Context, args ...string) ([]byte, error) {
 		args = append([]string{"compose", "--ansi", "never", "-f", composeFile, "-f", override, "-p", project}, args...)
-		return exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+		cmd := exec.CommandContext(ctx, "docker", args...)
+		cmd.Env = append(os.Environ(), "SHARNESS_AI_POLICY_HASH="+hash)
+		return cmd.CombinedOutput()
 	}
 	down := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -195,4 +200,14 @@ func repoRoot(t *testing.T) string {
 		}
 		dir = parent
 	}
+}
+
+// policyHash is the hash of the default manifest: the e2e suite plays the person who supplies it.
+func policyHash(t *testing.T, root string) string {
+	t.Helper()
+	m, err := pbp.Load(os.DirFS(filepath.Join(root, "policies", "default")), "manifest.yaml")
+	if err != nil {
+		t.Fatalf("load the default manifest: %v", err)
+	}
+	return m.Hash
 }

@@ -15,11 +15,12 @@ cd "$ROOT"
 
 go run ./cmd/sharness-ai compile --check
 M=$(go run ./cmd/sharness-ai hash)
-if [ -n "${SHARNESS_AI_POLICY_HASH:-}" ]; then
-	go run ./cmd/sharness-ai verify --policy-hash "$SHARNESS_AI_POLICY_HASH"
-else
-	echo "up: policy $M (set SHARNESS_AI_POLICY_HASH=$M to refuse any other policy)" >&2
+if [ -z "${SHARNESS_AI_POLICY_HASH:-}" ]; then
+	# The demo supplies the committed manifest's hash itself; a person pins their own instead.
+	echo "up: supplying policy $M (export SHARNESS_AI_POLICY_HASH yourself to refuse any other policy)" >&2
+	export SHARNESS_AI_POLICY_HASH=$M
 fi
+go run ./cmd/sharness-ai verify --policy-hash "$SHARNESS_AI_POLICY_HASH"
 
 "$ENGINE" install
 if ! docker info >/dev/null 2>&1; then

@@ -34,7 +34,11 @@ func (a *app) compileCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			files, err := compose.Build(m, compose.Options{Runtime: runtime})
+			policyDir, err := relDir(out, filepath.Dir(a.manifest))
+			if err != nil {
+				return err
+			}
+			files, err := compose.Build(m, compose.Options{Runtime: runtime, PolicyDir: policyDir})
 			if err != nil {
 				return err
 			}
@@ -271,4 +275,24 @@ func (a *app) lockCmd() *cobra.Command {
 			return a.print(map[string]string{"policy": m.Hash}, fmt.Sprintf("locked %s: policy %s\n", a.manifest, m.Hash))
 		},
 	}
+}
+
+// relDir names dir as the compose file in out refers to it: relative, starting with "./".
+func relDir(out, dir string) (string, error) {
+	absOut, err := filepath.Abs(out)
+	if err != nil {
+		return "", err
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(absOut, absDir)
+	if err != nil {
+		return "", fmt.Errorf("the manifest's folder %s cannot be named relative to %s: %w", dir, out, err)
+	}
+	if !strings.HasPrefix(rel, "..") {
+		rel = "./" + rel
+	}
+	return filepath.ToSlash(rel), nil
 }

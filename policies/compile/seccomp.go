@@ -168,6 +168,10 @@ func Seccomp(in SeccompInput) (docker []byte, oci *specs.LinuxSeccomp, err error
 				names = append(names, n)
 			}
 		}
+		if i := slices.Index(names, "memfd_create"); i >= 0 && r.Action == specs.ActAllow && len(r.Args) == 0 {
+			names = slices.Delete(names, i, i+1)
+			filtered = append(filtered, sealedMemfd()...)
+		}
 		switch {
 		case len(names) == 0:
 		case r.Action == specs.ActAllow && len(r.Args) == 0:
@@ -213,6 +217,23 @@ func Seccomp(in SeccompInput) (docker []byte, oci *specs.LinuxSeccomp, err error
 		return nil, nil, fmt.Errorf("compile seccomp: encode profile: %w", err)
 	}
 	return append(docker, '\n'), oci, nil
+}
+
+// mfdNoExecSeal is MFD_NOEXEC_SEAL (Linux 6.3+, include/uapi/linux/memfd.h).
+const mfdNoExecSeal = 0x0008
+
+// sealedMemfd allows memfd_create only with MFD_NOEXEC_SEAL, whose memfd can never be made
+// executable: this closes memfd exec through execve("/proc/self/fd/N"), which removing execveat
+// alone leaves open. Without the flag the call answers EPERM (a named refusal). A kernel older
+// than 6.3 refuses the flag with EINVAL, so memfd_create fails there: closed, not open. Unless
+// the policy allows memfd_create by name (plain allow, as Allow always means).
+func sealedMemfd() []specs.LinuxSyscall {
+	eperm := errnoEPERM
+	name := []string{"memfd_create"}
+	return []specs.LinuxSyscall{
+		{Names: name, Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{{Index: 1, Value: mfdNoExecSeal, ValueTwo: mfdNoExecSeal, Op: specs.OpMaskedEqual}}},
+		{Names: name, Action: specs.ActErrno, ErrnoRet: &eperm, Args: []specs.LinuxSeccompArg{{Index: 1, Value: mfdNoExecSeal, ValueTwo: 0, Op: specs.OpMaskedEqual}}},
+	}
 }
 
 // seccompIncluded resolves a moby rule's conditions for x86_64 and caps.

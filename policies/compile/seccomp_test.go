@@ -24,6 +24,8 @@ var bashAllow = []string{"unshare", "setns", "mount", "umount2", "pivot_root", C
 //   - filtered: allowed only by rules with argument filters;
 //   - eperm: in the EPERM rule and in no allow rule;
 //   - enosys: in no rule except an ENOSYS one, so it answers ENOSYS.
+//
+// memfd_create is "sealed" unless allowed or denied by name: checkSeccomp holds that.
 var seccompCases = []struct {
 	name                           string
 	in                             SeccompInput
@@ -31,7 +33,7 @@ var seccompCases = []struct {
 	wantErr                        string
 }{{
 	name: "default",
-	plain: []string{"read", "write", "futex", "epoll_pwait", "getpid", "execve", "memfd_create",
+	plain: []string{"read", "write", "futex", "epoll_pwait", "getpid", "execve",
 		"memfd_secret", "arch_prctl", "rt_sigreturn", "mmap"},
 	filtered: []string{"clone", "socket"},
 	eperm: []string{"io_uring_setup", "io_uring_enter", "io_uring_register", "unshare", "ptrace",
@@ -71,9 +73,9 @@ var seccompCases = []struct {
 	enosys: []string{"clone3"},
 }, {
 	name:     "deny removes filtered rules",
-	in:       SeccompInput{Deny: []string{"socket", "clone", "sethostname"}},
+	in:       SeccompInput{Deny: []string{"socket", "clone", "sethostname", "memfd_create"}},
 	plain:    []string{"socketpair"},
-	eperm:    []string{"socket", "clone", "sethostname"},
+	eperm:    []string{"socket", "clone", "sethostname", "memfd_create"},
 	filtered: []string{},
 }, {
 	name:     "duplicates are harmless",
@@ -187,6 +189,8 @@ func seccompState(p *specs.LinuxSeccomp, name string) string {
 			states = append(states, "plain")
 		case r.Action == specs.ActAllow:
 			states = append(states, "filtered")
+		case r.Action == specs.ActErrno && r.ErrnoRet != nil && *r.ErrnoRet == 1 && len(r.Args) > 0:
+			states = append(states, "eperm-filtered")
 		case r.Action == specs.ActErrno && r.ErrnoRet != nil && *r.ErrnoRet == 1:
 			states = append(states, "eperm")
 		case r.Action == specs.ActErrno && r.ErrnoRet != nil && *r.ErrnoRet == 38:
@@ -196,6 +200,9 @@ func seccompState(p *specs.LinuxSeccomp, name string) string {
 		}
 	}
 	states = slices.Compact(states)
+	if slices.Equal(states, []string{"filtered", "eperm-filtered"}) {
+		return "sealed" // allowed with some arguments, EPERM with the others (memfd_create)
+	}
 	switch len(states) {
 	case 0:
 		return "enosys" // the default action
@@ -251,6 +258,9 @@ func checkSeccomp(t *testing.T, in SeccompInput, docker []byte, oci *specs.Linux
 		if n != CloneNamespaces && seen[n] != "plain" {
 			t.Errorf("allowed syscall %s: got %q, want plain", n, seen[n])
 		}
+	}
+	if want := "sealed"; !slices.Contains(in.Allow, "memfd_create") && !slices.Contains(in.Deny, "memfd_create") && seen["memfd_create"] != want {
+		t.Errorf("memfd_create: got %q, want %s (only with MFD_NOEXEC_SEAL)", seen["memfd_create"], want)
 	}
 	if allowed && (seen["clone"] != "plain" || seen["clone3"] != "plain") {
 		t.Errorf("clone_namespaces: clone %q, clone3 %q, want plain", seen["clone"], seen["clone3"])

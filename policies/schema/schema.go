@@ -16,8 +16,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,7 +26,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
-	"gopkg.in/yaml.v3"
+
+	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 //go:embed pbp.schema.json
@@ -36,12 +35,6 @@ var document []byte
 
 // ID is the schema's $id. It names the schema; nothing ever fetches it.
 const ID = "https://sharness.ai/schema/pbp-1.json"
-
-// maxDocBytes is the policies/pbp decoder's limit on one file.
-const maxDocBytes = 1 << 20
-
-// maxSafeInt is 2^53, as in policies/pbp: integers must stay below it in magnitude.
-const maxSafeInt = 1 << 53
 
 // Document returns the schema (JSON, draft 2020-12).
 func Document() []byte { return bytes.Clone(document) }
@@ -72,8 +65,9 @@ func (noLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("schema: refusing to load %s: only the embedded schema is used", url)
 }
 
-// Error is a rejection naming the file and the JSON pointer of the offending value. Line is the
-// value's line in the file when known (0 otherwise).
+// Error is the schema's rejection of a document that parsed, naming the file and the JSON
+// pointer of the offending value. Line is the value's (or its nearest parent's) line in the file
+// when known (0 otherwise).
 type Error struct {
 	File    string
 	Line    int
@@ -85,7 +79,7 @@ func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Pointer == "" && e.Line > 0 {
-		// A YAML-level failure with no field: say where it is.
+		// A failure of the whole document: say where it starts.
 		fmt.Fprintf(&b, ":%d", e.Line)
 	}
 	b.WriteString(": ")
@@ -119,162 +113,23 @@ func notPrintable(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }
 
 // Validate checks one manifest or layer file (YAML) against the schema. file names it in the
 // error, which is one line: the file, the JSON pointer of the first failure in document order,
-// and what is wrong. YAML the policy decoder would refuse (anchors, aliases, explicit tags,
-// duplicate keys, non-string keys, floats, integers of 2^53 or more, several documents) is
-// refused here too, and so is a carriage return without a line feed.
+// and what is wrong. The YAML is read by pbp.Parse, so what the policy decoder refuses (anchors,
+// aliases, explicit tags, duplicate keys, non-string keys, floats, integers of 2^53 or more,
+// several documents, a carriage return without a line feed) is refused here too, with its
+// *pbp.Error (file:line: field: message).
 func Validate(file string, doc []byte) error {
-	p, err := parse(doc, false)
+	value, line, err := pbp.Parse(file, doc)
 	if err != nil {
-		err.File = file
 		return err
 	}
-	fs, err2 := p.validate()
-	if err2 != nil {
-		return &Error{File: file, Msg: err2.Error()}
+	fs, err := validate(value, line)
+	if err != nil {
+		return &Error{File: file, Msg: err.Error()}
 	}
 	if len(fs) == 0 {
 		return nil
 	}
-	f := fs[0]
-	return &Error{File: file, Line: f.line, Pointer: f.pointer, Msg: f.msg}
-}
-
-// parsed is one YAML document as a JSON value, with where each value stands.
-type parsed struct {
-	value any               // map[string]any / []any / string / int64 / bool / nil
-	pos   map[string][2]int // JSON pointer → line, column
-	decor []string          // pointers of mapping keys carrying an anchor or tag (lenient parse only)
-}
-
-// parse reads data as the policy decoder does. With lenient set, anchors and tags on mapping keys
-// are recorded in decor instead of refused (the tests use it to tell apart known decoder gaps).
-func parse(data []byte, lenient bool) (*parsed, *Error) {
-	if len(data) > maxDocBytes {
-		return nil, &Error{Msg: fmt.Sprintf("file is %d bytes, the limit is %d", len(data), maxDocBytes)}
-	}
-	// As in policies/pbp: YAML counts a lone CR as a line break, which would put errors on the
-	// wrong lines.
-	if bytes.IndexByte(bytes.ReplaceAll(data, []byte("\r\n"), nil), '\r') >= 0 {
-		return nil, &Error{Msg: "carriage return without a line feed: use LF or CRLF line ends"}
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var root yaml.Node
-	if err := dec.Decode(&root); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{Msg: "empty document"}
-		}
-		return nil, yamlError(err)
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return nil, &Error{Line: extra.Line, Msg: "more than one YAML document"}
-	}
-	body := &root
-	if body.Kind == yaml.DocumentNode && len(body.Content) == 1 {
-		body = body.Content[0]
-	}
-	p := &parsed{pos: map[string][2]int{}}
-	w := walker{p: p, lenient: lenient}
-	v, err := w.walk(body, "")
-	if err != nil {
-		return nil, err
-	}
-	p.value = v
-	return p, nil
-}
-
-func yamlError(err error) *Error {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	var line int
-	if n, _ := fmt.Sscanf(msg, "line %d:", &line); n == 1 {
-		_, msg, _ = strings.Cut(msg, ": ")
-	}
-	return &Error{Line: line, Msg: msg}
-}
-
-type walker struct {
-	p       *parsed
-	lenient bool
-}
-
-func (w *walker) fail(n *yaml.Node, ptr, format string, args ...any) *Error {
-	return &Error{Line: n.Line, Pointer: ptr, Msg: fmt.Sprintf(format, args...)}
-}
-
-func (w *walker) walk(n *yaml.Node, ptr string) (any, *Error) {
-	if _, seen := w.p.pos[ptr]; !seen {
-		w.p.pos[ptr] = [2]int{n.Line, n.Column}
-	}
-	if n.Kind == yaml.AliasNode || n.Anchor != "" {
-		return nil, w.fail(n, ptr, "anchors and aliases are not allowed")
-	}
-	if n.Tag != "" && n.Style&yaml.TaggedStyle != 0 {
-		return nil, w.fail(n, ptr, "explicit tags are not allowed")
-	}
-	switch n.Kind {
-	case yaml.MappingNode:
-		out := make(map[string]any, len(n.Content)/2)
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i]
-			if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-				return nil, w.fail(k, ptr, "key %q is not a string", k.Value)
-			}
-			sub := ptr + "/" + escape(k.Value)
-			if _, dup := out[k.Value]; dup {
-				return nil, w.fail(k, sub, "duplicate key (first at line %d)", w.p.pos[sub][0])
-			}
-			if k.Anchor != "" || k.Style&yaml.TaggedStyle != 0 {
-				if !w.lenient {
-					return nil, w.fail(k, sub, "anchors and explicit tags are not allowed on keys")
-				}
-				w.p.decor = append(w.p.decor, sub)
-			}
-			w.p.pos[sub] = [2]int{k.Line, k.Column}
-			v, err := w.walk(n.Content[i+1], sub)
-			if err != nil {
-				return nil, err
-			}
-			out[k.Value] = v
-		}
-		return out, nil
-	case yaml.SequenceNode:
-		out := make([]any, 0, len(n.Content))
-		for i, c := range n.Content {
-			v, err := w.walk(c, fmt.Sprintf("%s/%d", ptr, i))
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, v)
-		}
-		return out, nil
-	case yaml.ScalarNode:
-		return w.scalar(n, ptr)
-	}
-	return nil, w.fail(n, ptr, "unsupported YAML node")
-}
-
-func (w *walker) scalar(n *yaml.Node, ptr string) (any, *Error) {
-	switch n.Tag {
-	case "!!str":
-		return n.Value, nil
-	case "!!bool":
-		var b bool
-		if err := n.Decode(&b); err != nil {
-			return nil, w.fail(n, ptr, "bad boolean %q", n.Value)
-		}
-		return b, nil
-	case "!!null":
-		return nil, nil
-	case "!!float":
-		return nil, w.fail(n, ptr, "floats are not allowed (%s); use an integer or a string such as \"64Mi\"", n.Value)
-	case "!!int":
-		var i int64
-		if err := n.Decode(&i); err != nil || i >= maxSafeInt || i <= -maxSafeInt || i == math.MinInt64 {
-			return nil, w.fail(n, ptr, "integer %s is out of range: integers must be below 2^53", n.Value)
-		}
-		return i, nil
-	}
-	return nil, w.fail(n, ptr, "unsupported scalar type %s", n.Tag)
+	return &Error{File: file, Line: fs[0].line, Pointer: fs[0].pointer, Msg: fs[0].msg}
 }
 
 // escape spells one JSON pointer token (RFC 6901).
@@ -291,23 +146,53 @@ func pointer(tokens []string) string {
 	return b.String()
 }
 
+// field spells a JSON pointer into value as policies/pbp's dotted field path: /layers/0/id is
+// layers[0].id. A token is an index where value holds a list there, a key otherwise.
+func field(value any, ptr string) string {
+	if ptr == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := value.(type) {
+		case []any:
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 {
+				fmt.Fprintf(&b, "[%d]", i)
+				value = nil
+				if i < len(x) {
+					value = x[i]
+				}
+				continue
+			}
+		case map[string]any:
+			value = x[tok]
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}
+
 // failure is one leaf of the validator's error tree, placed in the document.
 type failure struct {
-	pointer   string
-	line, col int
-	msg       string
-	kind      jsonschema.ErrorKind
+	pointer string
+	line    int
+	msg     string
 }
 
 var printer = message.NewPrinter(language.English)
 
-// validate returns every leaf failure, in document order (nil when the document is valid).
-func (p *parsed) validate() ([]failure, error) {
+// validate returns every leaf failure, in document order (nil when value is valid); line places
+// a dotted field path in the file.
+func validate(value any, line func(string) int) ([]failure, error) {
 	s, err := compiled()
 	if err != nil {
 		return nil, err
 	}
-	err = s.Validate(p.value)
+	err = s.Validate(value)
 	if err == nil {
 		return nil, nil
 	}
@@ -315,13 +200,11 @@ func (p *parsed) validate() ([]failure, error) {
 	if !errors.As(err, &ve) {
 		return nil, err
 	}
+	p := placer{value, line}
 	var out []failure
 	p.collect(ve, &out)
 	slices.SortFunc(out, func(a, b failure) int {
 		if c := a.line - b.line; c != 0 {
-			return c
-		}
-		if c := a.col - b.col; c != 0 {
 			return c
 		}
 		if c := strings.Compare(a.pointer, b.pointer); c != 0 {
@@ -332,12 +215,22 @@ func (p *parsed) validate() ([]failure, error) {
 	return out, nil
 }
 
-func (p *parsed) collect(e *jsonschema.ValidationError, out *[]failure) {
+// placer places the validator's failures in the document.
+type placer struct {
+	value any
+	line  func(string) int
+}
+
+func (p placer) place(ptr, msg string) failure {
+	return failure{pointer: ptr, line: p.line(field(p.value, ptr)), msg: msg}
+}
+
+func (p placer) collect(e *jsonschema.ValidationError, out *[]failure) {
 	base := pointer(e.InstanceLocation)
 	switch k := e.ErrorKind.(type) {
 	case *kind.AdditionalProperties:
 		for _, prop := range k.Properties {
-			*out = append(*out, p.place(base+"/"+escape(prop), "unknown field", k))
+			*out = append(*out, p.place(base+"/"+escape(prop), "unknown field"))
 		}
 		return
 	case *kind.PropertyNames:
@@ -352,11 +245,11 @@ func (p *parsed) collect(e *jsonschema.ValidationError, out *[]failure) {
 		if len(inner) > 0 {
 			msg += ": " + inner[0].msg
 		}
-		*out = append(*out, p.place(base+"/"+escape(k.Property), msg, k))
+		*out = append(*out, p.place(base+"/"+escape(k.Property), msg))
 		return
 	}
 	if len(e.Causes) == 0 {
-		*out = append(*out, p.place(base, e.ErrorKind.LocalizedString(printer), e.ErrorKind))
+		*out = append(*out, p.place(base, e.ErrorKind.LocalizedString(printer)))
 		return
 	}
 	for _, c := range e.Causes {
@@ -364,71 +257,34 @@ func (p *parsed) collect(e *jsonschema.ValidationError, out *[]failure) {
 	}
 }
 
-// objectWith returns the pointer of the first object, depth tokens deep, that has the key name.
-func (p *parsed) objectWith(name string, depth int) string {
-	best, at := "", [2]int{math.MaxInt, 0}
-	for ptr, pos := range p.pos {
-		parent, last, ok := cutLast(ptr)
-		if !ok || last != escape(name) || strings.Count(parent, "/") != depth {
-			continue
-		}
-		if v, ok := p.lookup(parent); ok {
-			if _, isMap := v.(map[string]any); isMap && (pos[0] < at[0] || pos[0] == at[0] && pos[1] < at[1]) {
-				best, at = parent, pos
-			}
-		}
-	}
-	return best
-}
-
-func cutLast(ptr string) (parent, last string, ok bool) {
-	i := strings.LastIndexByte(ptr, '/')
-	if i < 0 {
-		return "", "", false
-	}
-	return ptr[:i], ptr[i+1:], true
-}
-
-// lookup returns the value at a JSON pointer.
-func (p *parsed) lookup(ptr string) (any, bool) {
-	v := p.value
-	if ptr == "" {
-		return v, true
-	}
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+// objectWith returns the pointer of the first object in the file, depth tokens deep, that has
+// the key name.
+func (p placer) objectWith(name string, depth int) string {
+	best, at, found := "", 0, false
+	var walk func(v any, ptr string, d int)
+	walk = func(v any, ptr string, d int) {
 		switch x := v.(type) {
 		case map[string]any:
-			var ok bool
-			if v, ok = x[tok]; !ok {
-				return nil, false
+			if d == depth {
+				if _, ok := x[name]; ok {
+					l := p.line(field(p.value, ptr+"/"+escape(name)))
+					if !found || l < at || l == at && ptr < best {
+						best, at, found = ptr, l, true
+					}
+				}
+				return
+			}
+			for k, c := range x {
+				walk(c, ptr+"/"+escape(k), d+1)
 			}
 		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(x) {
-				return nil, false
+			for i, c := range x {
+				if d < depth {
+					walk(c, ptr+"/"+strconv.Itoa(i), d+1)
+				}
 			}
-			v = x[i]
-		default:
-			return nil, false
 		}
 	}
-	return v, true
-}
-
-// place finds where ptr (or its nearest parent) stands in the document.
-func (p *parsed) place(ptr, msg string, k jsonschema.ErrorKind) failure {
-	f := failure{pointer: ptr, msg: msg, kind: k}
-	for q := ptr; ; {
-		if at, ok := p.pos[q]; ok {
-			f.line, f.col = at[0], at[1]
-			break
-		}
-		i := strings.LastIndexByte(q, '/')
-		if i < 0 {
-			break
-		}
-		q = q[:i]
-	}
-	return f
+	walk(p.value, "", 0)
+	return best
 }
