@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+
+	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/internal/egress/tunnel"
+)
+
+// connect serves CONNECT host:port: decide, resolve once, refuse if any address is special,
+// dial the one address it checked, then let tunnel.Tunnel answer 200 and splice only if the
+// ClientHello names the host.
+func (s *server) connect(c net.Conn, br *bufio.Reader, req *http.Request, rec *record) {
+	host, port, ok := s.check(c, req.RequestURI, rec)
+	if !ok {
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	default:
+		s.refuse(c, rec, http.StatusServiceUnavailable, egress.Decision{Rule: "tunnel-limit", Reason: "net holds its maximum of open tunnels; retry later"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.lim.dialTimeout)
+	defer cancel()
+	addr, ok := s.resolve(ctx, c, host, rec)
+	if !ok {
+		return
+	}
+	up, err := tunnel.Dial(ctx, s.dial, s.upstream, netip.AddrPortFrom(addr, port), net.JoinHostPort(host.String(), strconv.Itoa(int(port))))
+	if err != nil {
+		s.fail(c, rec, s.failKind, err)
+		return
+	}
+	defer up.Close()
+	var refusal *egress.Decision
+	rec.out, rec.in, refusal = tunnel.Tunnel(c, br, up, host, s.lim.Limits, s.conns.Stop)
+	if refusal != nil {
+		rec.d = *refusal
+	}
+}
+
+// check parses authority (host:port), records it and decides; on refusal it answers, 400 for
+// what is not an authority, 403 for the rest.
+func (s *server) check(c net.Conn, authority string, rec *record) (egress.Host, uint16, bool) {
+	rec.host = authority[:min(len(authority), 255)]
+	host, port, err := egress.ParseAuthority(authority)
+	d := egress.Refused(err)
+	if err == nil {
+		rec.host, rec.port = host.String(), port
+		d = egress.Decide(s.rules, rec.caller, host, port)
+	}
+	status := http.StatusForbidden
+	if d.Rule == egress.RuleBadAuthority || d.Rule == egress.RuleInvalidHost {
+		status = http.StatusBadRequest
+	}
+	if !d.Allow {
+		s.refuse(c, rec, status, d)
+	}
+	rec.d = d
+	return host, port, d.Allow
+}
+
+// resolve looks host up once and refuses it if any address is special. It returns the one
+// address to dial: the first IPv4 address, else the first.
+func (s *server) resolve(ctx context.Context, c net.Conn, host egress.Host, rec *record) (netip.Addr, bool) {
+	addrs, err := s.lookup(ctx, host.String())
+	if err == nil && len(addrs) == 0 {
+		err = errors.New("no address")
+	}
+	if err != nil {
+		s.fail(c, rec, "dns", err)
+		return netip.Addr{}, false
+	}
+	var pick netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap() // Go returns /etc/hosts IPv4 entries as mapped IPv6
+		if name, special := egress.Special(a); special && !(s.unsafeAllowLoopbackForTests && a.IsLoopback()) && a != s.unsafeAllowAddr {
+			s.refuse(c, rec, http.StatusForbidden, egress.RefuseSpecial(name))
+			return netip.Addr{}, false
+		}
+		if !pick.IsValid() || a.Is4() && !pick.Is4() {
+			pick = a
+		}
+	}
+	return pick, true
+}

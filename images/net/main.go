@@ -1,0 +1,130 @@
+// Command sharness-net is the net component: the stack's only network client. It is an HTTP
+// forward proxy (CONNECT for HTTPS, absolute URIs for plain HTTP) on :3128 for callers known
+// by their edge network, and on :3129 over mutual TLS (internal/mtls) for callers known by
+// their SPIFFE ID; GET /metrics on :3129 serves Prometheus metrics.
+// Every request is decided per caller by internal/egress, resolved once, checked against the
+// IANA special-purpose ranges, and dialled to exactly the address checked.
+//
+// What it does not guarantee: that an allowed host cannot carry data out (see
+// internal/egress), or anything about what travels inside a TLS tunnel besides its server
+// name. Tunnels must be TLS: any other protocol inside CONNECT is refused for lack of SNI.
+package main
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/internal/egress/proxy"
+	"github.com/sharness-ai/sharness/internal/mtls"
+	"github.com/sharness-ai/sharness/internal/session"
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+type config struct {
+	policyDir          string
+	listen, mtlsListen string
+	resolver           string // ip:port of a DNS server, or "" for the system's
+	upstream           string // http://[user:pass@]host:port of a proxy to chain through
+	unsafeAllowAddr    string // one special address a test world may use; never in production
+}
+
+func main() {
+	cfg := config{policyDir: session.PolicyDir}
+	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_NET_LISTEN"), ":3128"), "address of the plain proxy listener, for edge callers (env SHARNESS_AI_NET_LISTEN)")
+	flag.StringVar(&cfg.mtlsListen, "mtls-listen", cmp.Or(os.Getenv("SHARNESS_AI_NET_MTLS_LISTEN"), ":3129"), "address of the mTLS proxy and metrics listener (env SHARNESS_AI_NET_MTLS_LISTEN)")
+	flag.StringVar(&cfg.resolver, "resolver", os.Getenv("SHARNESS_AI_NET_RESOLVER"), "DNS server ip:port (env SHARNESS_AI_NET_RESOLVER; default: the system's)")
+	flag.StringVar(&cfg.upstream, "upstream-proxy", os.Getenv("SHARNESS_AI_NET_UPSTREAM_PROXY"), "chain through this http:// proxy (env SHARNESS_AI_NET_UPSTREAM_PROXY)")
+	flag.StringVar(&cfg.unsafeAllowAddr, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly this special-range IP from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("sharness-net stopped", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	m, c, err := session.Load(cfg.policyDir, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if c.Kind != pbp.KindNet {
+		return fmt.Errorf("refusing to start: component %s is kind %s, not %s", c.Name, c.Kind, pbp.KindNet)
+	}
+	rules, err := egress.Compile(c.Business.Net)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	up, err := proxy.ParseUpstream(cfg.upstream)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	var tlsConf *tls.Config
+	if os.Getenv(mtls.EnvEndpointSocket) == "" {
+		log.Warn("mTLS listener off: no SPIFFE Workload API ("+mtls.EnvEndpointSocket+" is unset)", "addr", cfg.mtlsListen)
+	} else {
+		src, err := mtls.Source(ctx) // set but unusable: stop (fail closed)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		tlsConf = mtls.ServerConfig(src, src, m, c.Name)
+	}
+	plain, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	defer plain.Close()
+	var secure net.Listener
+	if tlsConf != nil {
+		if secure, err = net.Listen("tcp", cfg.mtlsListen); err != nil {
+			return err
+		}
+	}
+	// Rate buckets for everyone with an edge into net: only they get past edgeCaller and mTLS.
+	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), proxy.Lookup(cfg.resolver), up, defaultLimits, log)
+	if cfg.unsafeAllowAddr != "" {
+		a, err := netip.ParseAddr(cfg.unsafeAllowAddr)
+		if err != nil {
+			return fmt.Errorf("refusing to start: unsafe-allow-addr-for-tests %q: %w", cfg.unsafeAllowAddr, err)
+		}
+		s.unsafeAllowAddr = a
+		log.Warn("UNSAFE: one special-range address is exempt from refusal; this is for an offline test world only", "addr", a.String())
+	}
+	log.Info("sharness-net serving", "policy", m.Hash, "listen", cfg.listen, "mtls", tlsConf != nil)
+	s.run(ctx, plain, secure, tlsConf, peerCaller(m))
+	return nil
+}
+
+// edgeCaller names a plain connection's caller: the other member of the edge network its
+// source address is on (each edge network has exactly two members, net and its caller).
+func edgeCaller(m *pbp.Manifest, self string) func(netip.Addr) (string, bool) {
+	return func(a netip.Addr) (string, bool) {
+		e, ok := m.EdgeOf(a)
+		return e.From, ok && e.To == self
+	}
+}
+
+// peerCaller names an mTLS connection's caller: the component whose SPIFFE ID its verified
+// SVID carries.
+func peerCaller(m *pbp.Manifest) callerFunc {
+	return func(st *tls.ConnectionState) (string, error) {
+		p, err := mtls.PeerComponent(m, *st)
+		if err != nil {
+			return "", err
+		}
+		return p.Name, nil
+	}
+}

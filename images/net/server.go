@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/internal/egress/proxy"
+)
+
+// callerFunc names the caller of an mTLS connection from its verified state.
+type callerFunc func(*tls.ConnectionState) (string, error)
+
+// limits bound what one caller or one connection can hold.
+type limits struct {
+	proxy.Limits
+	tunnels     int           // concurrent CONNECT tunnels
+	rate        rate.Limit    // requests per second, per caller
+	burst       int           // requests a caller may make at once
+	dialTimeout time.Duration // resolution plus the TCP connect
+	grace       time.Duration // on shutdown, for requests in flight
+	maxBody     int64         // forwarded request body, bytes
+}
+
+var defaultLimits = limits{
+	Limits: proxy.Limits{Header: 10 * time.Second, KeepAlive: 90 * time.Second, Idle: 5 * time.Minute,
+		Lifetime: 2 * time.Hour, MaxHeader: 16 << 10},
+	tunnels: 256, rate: 50, burst: 200, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
+}
+
+// server is the egress proxy. Everything it refuses is answered and logged; nothing it is
+// sent can make it follow a redirect, resolve a checked name again, or dial a special address.
+type server struct {
+	rules    *egress.Rules
+	edge     func(netip.Addr) (string, bool) // a plain connection's caller, by source address
+	lookup   func(context.Context, string) ([]netip.Addr, error)
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	upstream *url.URL // a proxy to chain through, or nil
+	failKind string   // what a failed dial is called: "dial" or "upstream-proxy"
+	lim      limits
+	log      *slog.Logger
+	met      *metrics
+	tr       *http.Transport
+	slots    chan struct{}            // one per open tunnel
+	buckets  map[string]*rate.Limiter // per caller, read-only
+	conns    *proxy.Conns
+
+	// unsafeAllowLoopbackForTests lets tests reach httptest servers on 127.0.0.1. No flag or
+	// variable reaches it.
+	unsafeAllowLoopbackForTests bool
+	// unsafeAllowAddr is the one special-range address an offline test world may use
+	// (SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS): the demo and e2e world lives on a private
+	// address. Every other special address stays refused; net logs a warning at start.
+	unsafeAllowAddr netip.Addr
+}
+
+func newServer(rules *egress.Rules, callers []string, edge func(netip.Addr) (string, bool), lookup func(context.Context, string) ([]netip.Addr, error), upstream *url.URL, lim limits, log *slog.Logger) *server {
+	s := &server{rules: rules, edge: edge, lookup: lookup, upstream: upstream, failKind: "dial", lim: lim, log: log,
+		slots: make(chan struct{}, lim.tunnels), buckets: map[string]*rate.Limiter{}, conns: proxy.NewConns()}
+	for _, c := range callers {
+		s.buckets[c] = rate.NewLimiter(lim.rate, lim.burst)
+	}
+	s.met = newMetrics(s.slots)
+	s.dial = (&net.Dialer{Timeout: lim.dialTimeout}).DialContext
+	s.tr = &http.Transport{DialContext: proxy.CheckedDialer(s.dial, upstream, lim.Idle), DisableCompression: true, MaxIdleConnsPerHost: 8,
+		IdleConnTimeout: lim.KeepAlive, ResponseHeaderTimeout: lim.Idle, MaxResponseHeaderBytes: 64 << 10}
+	if upstream != nil {
+		s.tr.Proxy, s.failKind = http.ProxyURL(upstream), "upstream-proxy"
+	}
+	return s
+}
+
+// run serves plain (edge callers) and, when given, secure (mTLS callers) until ctx ends, then
+// shuts down gracefully.
+func (s *server) run(ctx context.Context, plain, secure net.Listener, tlsConf *tls.Config, callerOf callerFunc) {
+	lns := []net.Listener{plain}
+	if secure != nil {
+		lns = append(lns, secure)
+		tlsConf = tlsConf.Clone()
+		tlsConf.NextProtos = []string{"http/1.1"} // CONNECT needs the raw stream: no HTTP/2
+	}
+	s.conns.Run(ctx, lns, func(i int, c net.Conn) { s.serveConn(c, i == 1, tlsConf, callerOf) },
+		func(err error) { s.log.Warn("accept", "error", err.Error()) }, s.lim.grace)
+	s.tr.CloseIdleConnections()
+}
+
+// serveConn names the caller of one connection (on the mTLS listener when secure) and serves
+// its requests.
+func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, callerOf callerFunc) {
+	c := raw
+	defer func() { proxy.Linger(c); c.Close() }()
+	caller, known := "", false
+	if secure {
+		tc := tls.Server(raw, tlsConf)
+		raw.SetDeadline(time.Now().Add(s.lim.Header))
+		if err := tc.Handshake(); err != nil {
+			s.record(&record{start: time.Now(), d: egress.Decision{Rule: "tls-handshake", Reason: err.Error()}})
+			return
+		}
+		raw.SetDeadline(time.Time{})
+		st := tc.ConnectionState()
+		name, err := callerOf(&st)
+		c, caller, known = tc, name, err == nil
+	} else if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil {
+		caller, known = s.edge(ap.Addr().Unmap())
+	}
+	s.conns.Loop(raw, c, s.lim.Limits, func(br *bufio.Reader, req *http.Request, status int, d egress.Decision) bool {
+		rec, keep := &record{caller: caller, start: time.Now()}, false
+		if req == nil {
+			s.refuse(c, rec, status, d)
+		} else {
+			keep = s.handle(c, br, req, rec, known, secure)
+		}
+		s.record(rec)
+		return keep
+	})
+}
+
+// handle serves one request and reports whether the connection may carry another.
+func (s *server) handle(c net.Conn, br *bufio.Reader, req *http.Request, rec *record, known, secure bool) bool {
+	switch b := s.buckets[rec.caller]; {
+	case secure && req.Method == http.MethodGet && req.URL.Path == "/metrics" && !req.URL.IsAbs():
+		rec.skip = true
+		s.met.serve(c, s.lim.Header)
+	case !known:
+		s.refuse(c, rec, http.StatusForbidden, egress.Decision{Rule: "no-caller", Reason: "the connection's source is no known caller"})
+	case b != nil && !b.Allow():
+		s.refuse(c, rec, http.StatusTooManyRequests, egress.Decision{Rule: "rate-limit", Reason: "too many requests from this caller; retry later"})
+	case req.Method == http.MethodConnect:
+		s.connect(c, br, req, rec)
+	case req.URL.IsAbs():
+		return s.forward(c, req, rec)
+	default:
+		s.refuse(c, rec, http.StatusBadRequest, egress.Decision{Rule: "not-proxy-request", Reason: "net serves CONNECT and absolute http:// URLs only"})
+	}
+	return false
+}
+
+// record is one decision and its outcome: the canonical log line.
+type record struct {
+	caller, host string
+	port         uint16
+	d            egress.Decision
+	failure      string // the X-Sharness-Error kind, when an allowed request failed
+	in, out      int64  // bytes to the caller, bytes from the caller
+	start        time.Time
+	skip         bool
+}
+
+func (s *server) record(r *record) {
+	if r.skip {
+		return
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelInfo, "decision",
+		slog.String("caller", r.caller), slog.String("host", r.host), slog.Int("port", int(r.port)),
+		slog.Bool("allow", r.d.Allow), slog.String("rule", r.d.Rule), slog.String("reason", r.d.Reason),
+		slog.String("error", r.failure), slog.Int64("bytes_in", r.in), slog.Int64("bytes_out", r.out),
+		slog.Int64("duration_ms", time.Since(r.start).Milliseconds()))
+	s.met.observe(r)
+}
+
+// refuse answers a refusal: its status, X-Sharness-Deny naming the rule, a one-line body.
+func (s *server) refuse(c net.Conn, r *record, status int, d egress.Decision) {
+	r.d = d
+	proxy.Reply(c, s.lim.Header, status, "X-Sharness-Deny", d.Rule, fmt.Sprintf("sharness net refused this request: rule %s: %s\n", d.Rule, d.Reason))
+}
+
+// fail answers an upstream failure of an allowed request: 502 and X-Sharness-Error.
+func (s *server) fail(c net.Conn, r *record, kind string, err error) {
+	r.failure, r.d.Reason = kind, err.Error()
+	proxy.Reply(c, s.lim.Header, http.StatusBadGateway, "X-Sharness-Error", kind, fmt.Sprintf("sharness net could not reach the destination: %s\n", kind))
+}
