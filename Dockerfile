@@ -2,17 +2,66 @@
 # the build is offline (DESIGN.md §8). hack/build-images.sh prepares the bin/ context and builds
 # every target; building this file directly without it fails on the missing bin/ folders.
 
-# agent: the demo agent (today a confinement self-report) with a busybox userland for its tools.
-# bin/agent-rootfs holds /sharness-agent, /bin/busybox and its applet links, /etc/passwd, /tmp.
+# agent: the demo agent (today a confinement self-report) and sharness-probe, the side-door
+# suite, with a busybox userland and real curl and git (with git-remote-https) for the allowed
+# paths. bin/agent-rootfs holds /sharness-agent, /sharness-probe, /bin/busybox and its applet
+# links, curl, git and the shared libraries ldd lists for them (the dynamic loader included),
+# /etc/passwd, /tmp.
 FROM scratch AS agent
 ARG VERSION=dev
 ARG SOURCE=https://github.com/sharness-ai/sharness
 LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.version=$VERSION \
       org.opencontainers.image.title="sharness-agent" \
-      org.opencontainers.image.description="SHarness demo agent: confinement self-report" \
+      org.opencontainers.image.description="SHarness demo agent: confinement self-report and side-door probe" \
       ai.sharness.component="agent"
 COPY bin/agent-rootfs/ /
+# git and curl keep their state under HOME; /tmp is the agent's only writable place.
+ENV HOME=/tmp
 USER 65532:65532
 WORKDIR /tmp
 ENTRYPOINT ["/sharness-agent"]
+
+# launcher: verifies the policy hash, mints the session CA and one SVID per role, and serves
+# each role its SVID over the SPIFFE Workload API.
+FROM scratch AS launcher
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-launcher" \
+      org.opencontainers.image.description="SHarness launcher: policy hash check, session identities, SPIFFE Workload API" \
+      ai.sharness.component="launcher"
+COPY bin/sharness-launcher /sharness-launcher
+USER 65530:65530
+ENTRYPOINT ["/sharness-launcher"]
+
+# net: the only network client of the stack, an allowlisting HTTP forward proxy.
+FROM scratch AS net
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-net" \
+      org.opencontainers.image.description="SHarness net: the stack's only egress, an allowlisting forward proxy" \
+      ai.sharness.component="net"
+COPY bin/sharness-net /sharness-net
+USER 65531:65531
+ENTRYPOINT ["/sharness-net"]
+
+# world: the offline "outside world" of the demo and the e2e suite (DNS, HTTPS with a throwaway
+# CA, a git repository, a redirector, echo). Test infrastructure, not a component: it never
+# runs in a real stack. /world-ca is where it writes its CA certificate, owned by its uid so
+# that a fresh volume mounted there inherits the ownership.
+FROM scratch AS world
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-world" \
+      org.opencontainers.image.description="SHarness test world: offline DNS, HTTPS, git and echo servers for the demo and e2e suite" \
+      ai.sharness.test-fixture="world"
+COPY bin/world-rootfs/ /
+COPY --chown=65520:65520 bin/world-ca/ /world-ca/
+USER 65520:65520
+ENTRYPOINT ["/sharness-world"]

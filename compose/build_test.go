@@ -202,14 +202,27 @@ func TestComposeLoadsAndKeepsThePolicy(t *testing.T) {
 
 func hasKey[M ~map[string]V, V any](m M, k string) bool { _, ok := m[k]; return ok }
 
-func TestDefaultStackHasNoNetwork(t *testing.T) {
-	files, err := Build(loadFixture(t, "../policies/default"), Options{})
+// TestDefaultStackNetworks: in the default stack the launcher has no network at all, the agent
+// only its edge to net, and net alone the egress network.
+func TestDefaultStackNetworks(t *testing.T) {
+	files, err := Build(loadFixture(t, "../policies/default"), Options{PolicyDir: "./policies/default"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := loadCompose(t, files)
-	if got := p.Services["agent"].NetworkMode; got != "none" {
-		t.Fatalf("agent network_mode: got %q, want none: with no edges it has no network at all", got)
+	if got := p.Services["launcher"].NetworkMode; got != "none" {
+		t.Errorf("launcher network_mode: got %q, want none", got)
+	}
+	want := map[string][]string{"agent": {"edge-agent-net"}, "net": {"edge-agent-net", EgressNetwork}}
+	for svc, nets := range want {
+		var got []string
+		for n := range p.Services[svc].Networks {
+			got = append(got, n)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, nets) {
+			t.Errorf("%s networks: got %v, want %v", svc, got, nets)
+		}
 	}
 }
 

@@ -5,7 +5,9 @@
 #
 # Binaries and root file systems go to bin/ (git-ignored, and the only build context the
 # .dockerignore lets through); the root Dockerfile then copies them into FROM scratch images
-# named sharness/<component>:dev. No registry is contacted.
+# named sharness/<component>:dev. No registry is contacted. The agent image copies curl and git
+# from this machine (Debian's packages, installed if missing and we are root); the world image
+# carries a git repository made here.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,7 +15,8 @@ BIN=$ROOT/bin
 BUSYBOX=${SHARNESS_BUSYBOX:-/bin/busybox} # from Debian's busybox-static (hack/engine.sh install)
 TAG=dev
 VERSION=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo dev)
-COMPONENTS=(agent)
+COMPONENTS=(agent launcher net world)
+SKIPPED=()
 
 log() { printf 'build-images: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -36,33 +39,115 @@ busybox_userland() {
 	done
 }
 
+# need_tools PROGRAM...: install the Debian packages of the same names if a program is missing.
+need_tools() {
+	local missing=() p
+	for p in "$@"; do command -v "$p" >/dev/null || missing+=("$p"); done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	[ "$(id -u)" -eq 0 ] || die "${missing[*]} missing: apt-get install -y ${missing[*]}"
+	log "installing ${missing[*]} from Debian"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
+		|| die "could not install ${missing[*]}"
+}
+
+# copy_elf ROOTFS FILE...: each dynamically linked FILE at the same path in ROOTFS, with every
+# shared library ldd lists for it and the dynamic loader, dereferenced, at their paths.
+copy_elf() {
+	local rootfs=$1 f lib
+	shift
+	for f in "$@"; do
+		rm -f "$rootfs$f" # a busybox applet link may stand there
+		install -D -m 0755 "$f" "$rootfs$f"
+		for lib in $(ldd "$f" | grep -o '/[^ ]*'); do
+			[ -e "$rootfs$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
+		done
+	done
+}
+
+# bare_repo DIR: a bare git repository with one commit, ready for git's "dumb HTTP" protocol
+# (update-server-info writes the refs and pack lists a static file server needs).
+bare_repo() {
+	local work
+	work=$(mktemp -d)
+	(
+		export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null \
+			GIT_AUTHOR_NAME=sharness GIT_AUTHOR_EMAIL=world@sharness.test \
+			GIT_COMMITTER_NAME=sharness GIT_COMMITTER_EMAIL=world@sharness.test \
+			GIT_AUTHOR_DATE='2025-01-01T00:00:00Z' GIT_COMMITTER_DATE='2025-01-01T00:00:00Z'
+		git init -q -b main --template= "$work"
+		printf 'hello from the SHarness test world\n' >"$work/README"
+		git -C "$work" add README
+		git -C "$work" commit -q -m 'world: the repository the side-door suite clones'
+		git init -q --bare -b main --template= "$1"
+		git -C "$work" push -q "$1" main
+		git --git-dir="$1" update-server-info
+	)
+	rm -rf "$work"
+}
+
 prepare_agent() {
 	local rootfs=$BIN/agent-rootfs
 	gobuild ./images/agent "$BIN/sharness-agent"
+	gobuild ./images/probe "$BIN/sharness-probe"
 	rm -rf "$rootfs"
 	mkdir -p "$rootfs/etc" "$rootfs/tmp"
 	chmod 1777 "$rootfs/tmp"
-	cp "$BIN/sharness-agent" "$rootfs/sharness-agent"
+	cp "$BIN/sharness-agent" "$BIN/sharness-probe" "$rootfs/"
 	busybox_userland "$rootfs"
+	need_tools curl git
+	copy_elf "$rootfs" /usr/bin/curl /usr/bin/git /usr/lib/git-core/git-remote-http
+	# git runs its helpers from its exec path: git-remote-https for https:// URLs, and itself.
+	ln -s git-remote-http "$rootfs/usr/lib/git-core/git-remote-https"
+	ln -s /usr/bin/git "$rootfs/usr/lib/git-core/git"
 	printf 'root:x:0:0:root:/root:/bin/sh\nsharness:x:65532:65532:sharness:/tmp:/bin/false\n' \
 		>"$rootfs/etc/passwd"
 	printf 'root:x:0:\nsharness:x:65532:\n' >"$rootfs/etc/group"
 }
 
+prepare_launcher() {
+	gobuild ./images/launcher "$BIN/sharness-launcher"
+}
+
+# net is being finished in parallel: until images/net builds, skip its image and say why.
+prepare_net() {
+	if ! gobuild ./images/net "$BIN/sharness-net" 2>"$BIN/net-build.log"; then
+		log "SKIPPING net: images/net does not build yet:"
+		sed 's/^/    /' "$BIN/net-build.log" >&2
+		SKIPPED+=(net)
+	fi
+}
+
+prepare_world() {
+	local rootfs=$BIN/world-rootfs
+	gobuild ./images/world "$BIN/sharness-world"
+	rm -rf "$rootfs" "$BIN/world-ca"
+	mkdir -p "$rootfs/srv" "$BIN/world-ca"
+	cp "$BIN/sharness-world" "$rootfs/"
+	need_tools git
+	bare_repo "$rootfs/srv/repo.git"
+}
+
+skipped() { [[ " ${SKIPPED[*]} " == *" $1 "* ]]; }
+
 mkdir -p "$BIN"
 for c in "${COMPONENTS[@]}"; do
 	log "preparing $c"
 	"prepare_$c"
+	skipped "$c" && continue
 	log "building sharness/$c:$TAG"
 	# The legacy builder: BuildKit would want the buildx plugin, and neither needs a registry
 	# for FROM scratch.
 	DOCKER_BUILDKIT=0 docker build --quiet --target "$c" -t "sharness/$c:$TAG" \
 		--build-arg VERSION="$VERSION" "$ROOT" >/dev/null
 done
-# A dynamically linked busybox (Debian's busybox, not busybox-static) would not run FROM scratch.
-docker run --rm --network none --entrypoint /bin/sh "sharness/agent:$TAG" -c true \
-	|| die "the busybox userland does not run in sharness/agent:$TAG (is $BUSYBOX static?)"
+# A dynamically linked busybox (Debian's busybox, not busybox-static) would not run FROM scratch;
+# curl and git would not without every library they link.
+docker run --rm --network none --entrypoint /bin/sh "sharness/agent:$TAG" \
+	-c 'curl --version >/dev/null && git --version >/dev/null' \
+	|| die "the userland does not run in sharness/agent:$TAG (is $BUSYBOX static? a library missing?)"
 for c in "${COMPONENTS[@]}"; do
+	skipped "$c" && continue
 	printf 'sharness/%s:%s\t%s bytes\n' "$c" "$TAG" \
 		"$(docker image inspect -f '{{.Size}}' "sharness/$c:$TAG")"
 done
+for c in "${SKIPPED[@]}"; do printf 'sharness/%s:%s\tskipped (see above)\n' "$c" "$TAG"; done

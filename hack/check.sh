@@ -25,15 +25,17 @@ go run ./cmd/sharness-ai compile --check
 step "go test -race"
 go test -race -count=1 ./...
 
-step "size budget (non-test, non-comment Go lines per component; aim <= 300, fail > 450)"
+step "size budget (non-test, non-comment Go lines; components in images/ aim <= 300 and fail > 450; libraries aim <= 400)"
 fail=0
-for d in images/*/ internal/*/ policies/*/ compose/ runtime/*/; do
+for d in images/*/ internal/*/ internal/*/*/ policies/*/ compose/; do
   [ -d "$d" ] || continue
   n=$(find "$d" -maxdepth 1 -name '*.go' ! -name '*_test.go' -print0 | xargs -0 -r cat | grep -cvE '^\s*(//|$)' || true)
   [ "$n" -eq 0 ] && continue
+  aim=400
+  case $d in images/*) aim=300 ;; esac
   flag=""
-  [ "$n" -gt 300 ] && flag="  (over the 300-line aim)"
-  [ "$n" -gt 450 ] && { flag="  (over 450: split it)"; fail=1; }
+  [ "$n" -gt "$aim" ] && flag="  (over the $aim-line aim)"
+  case $d in images/*) [ "$n" -gt 450 ] && { flag="  (over 450: split it)"; fail=1; } ;; esac
   printf '%-28s %4d%s\n' "$d" "$n" "$flag"
 done
 [ "$fail" -eq 0 ]

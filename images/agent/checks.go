@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -96,24 +94,6 @@ func tmpWritable() result {
 	f.Close()
 	os.Remove(f.Name())
 	return judge(check, want, want, true, fmt.Sprintf("tmpfs of %d bytes", fs.Blocks*uint64(fs.Bsize)))
-}
-
-// networkNone checks that the only interface is loopback, when the stack promises no network.
-func networkNone(expect bool) result {
-	const check, want = "network_none", "lo"
-	if !expect {
-		return skip(check, want, "SHARNESS_AI_EXPECT_NO_NETWORK is not 1")
-	}
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return judge(check, want, "error", false, fmt.Sprintf("list interfaces: %v", err))
-	}
-	var names []string
-	for _, i := range ifaces {
-		names = append(names, i.Name)
-	}
-	got := strings.Join(names, ",")
-	return judge(check, want, got, got == want, "the stack promised no interface but loopback")
 }
 
 // deniedSyscalls calls each syscall the policy denies, with arguments chosen so that the kernel

@@ -28,10 +28,3 @@ func TestDeniedResult(t *testing.T) {
 		})
 	}
 }
-
-func TestNetworkNoneNotExpected(t *testing.T) {
-	got := networkNone(false)
-	if !got.Skipped || !got.OK || got.Reason == "" {
-		t.Errorf("networkNone(false) = %+v, want a reported skip", got)
-	}
-}

@@ -16,14 +16,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"syscall"
 )
 
 type config struct {
-	idle            bool // keep running after the report, for `docker compose up`
-	expectNoNetwork bool // SHARNESS_AI_EXPECT_NO_NETWORK=1: only loopback may exist
+	idle  bool   // keep running after the report, for `docker compose up`
+	probe string // after the report, run this side-door probe and fail if it fails
 }
 
 type summary struct {
@@ -44,12 +45,15 @@ func main() {
 	}
 	var cfg config
 	flag.BoolVar(&cfg.idle, "idle", false, "keep running after the report until SIGTERM or SIGINT")
+	withProbe := flag.Bool("probe", false, "after the report, run the side-door probe "+probePath)
 	flag.Parse()
 	if flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: sharness-agent [-idle]")
+		fmt.Fprintln(os.Stderr, "usage: sharness-agent [-idle] [-probe]")
 		os.Exit(2)
 	}
-	cfg.expectNoNetwork = os.Getenv("SHARNESS_AI_EXPECT_NO_NETWORK") == "1"
+	if *withProbe {
+		cfg.probe = probePath
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	code := run(ctx, cfg, os.Stdout)
@@ -61,7 +65,7 @@ func main() {
 func run(ctx context.Context, cfg config, out io.Writer) int {
 	enc := json.NewEncoder(out)
 	var sum summary
-	rs := append(statusChecks(), rootReadOnly(), tmpWritable(), networkNone(cfg.expectNoNetwork))
+	rs := append(statusChecks(), rootReadOnly(), tmpWritable())
 	for _, r := range append(rs, deniedSyscalls()...) {
 		switch {
 		case r.Skipped:
@@ -77,8 +81,20 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	if err := enc.Encode(map[string]summary{"summary": sum}); err != nil || sum.Failed > 0 {
 		code = 1 // a summary that cannot be written is a failed report
 	}
+	if cfg.probe != "" {
+		// The probe prints its own lines and summary; its failure is the agent's failure.
+		cmd := exec.CommandContext(ctx, cfg.probe)
+		cmd.Stdout, cmd.Stderr = out, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "sharness-agent: probe %s: %v\n", cfg.probe, err)
+			code = 1
+		}
+	}
 	if cfg.idle {
 		<-ctx.Done()
 	}
 	return code
 }
+
+// probePath is where the agent image carries the side-door probe.
+const probePath = "/sharness-probe"

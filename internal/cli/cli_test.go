@@ -146,12 +146,20 @@ func TestEveryFieldIsCovered(t *testing.T) {
 
 func copyBack(t *testing.T, dir string) {
 	t.Helper()
-	for _, sub := range []string{"policies/default/manifest.yaml", "policies/default/layers/L0-os.yaml", "policies/default/layers/L1-static-go.yaml", "policies/default/layers/L3-agent.yaml"} {
-		data, err := os.ReadFile(filepath.Join(repoRoot, sub))
-		if err != nil {
-			t.Fatal(err)
+	src := filepath.Join(repoRoot, "policies", "default")
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
 		}
-		os.WriteFile(filepath.Join(dir, sub), data, 0o644)
+		rel, _ := filepath.Rel(repoRoot, p)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

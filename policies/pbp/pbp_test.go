@@ -103,6 +103,7 @@ func TestLoadFixtures(t *testing.T) {
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 64, MaxMemory: 256 * mi,
 			Tmpfs:    []TmpfsMount{{"/tmp", 64 * mi}},
 			Business: Business{}, Audit: []string{"deny"},
+			ConnectTo: []string{"net"},
 		}},
 		{full, &Component{
 			Name: "agent", Kind: KindApp, SPIFFEID: "spiffe://sharness.test/agent",
@@ -202,7 +203,8 @@ func TestLoadFixtures(t *testing.T) {
 		{"agent pids from L3", full.Component("agent").MaxPIDs, int64(64)},
 		{"launcher pids from L3", full.Component("launcher").MaxPIDs, int64(32)},
 		{"default agent syscall allow is empty", len(def.Component("agent").SyscallAllow), 0},
-		{"default agent has no edges", len(def.Component("agent").ConnectTo) + len(def.Component("agent").AcceptFrom), 0},
+		{"default agent's only edge is to net", def.Component("agent").ConnectTo, []string{"net"}},
+		{"default net accepts the agent alone", def.Component("net").AcceptFrom, []string{"agent"}},
 		{"Component of an unknown name", full.Component("nobody") == nil, true},
 	}
 	for _, c := range checks {

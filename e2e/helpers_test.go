@@ -1,0 +1,159 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+const (
+	project    = "sharness-e2e"
+	agentImage = "sharness/agent:dev"
+)
+
+// agentChecks are the checks the agent must report, all passed and none skipped, in the default
+// stack. The agent may report more; those must pass too.
+var agentChecks = []string{
+	"uid", "gid", "cap_eff", "cap_prm", "cap_bnd", "no_new_privs", "seccomp",
+	"rootfs_read_only", "tmp_writable",
+	"io_uring_setup", "unshare_newuser", "ptrace_traceme", "keyctl", "bpf", "userfaultfd",
+}
+
+type check struct {
+	Check    string `json:"check"`
+	Expected string `json:"expected"`
+	Got      string `json:"got"`
+	OK       bool   `json:"ok"`
+	Skipped  bool   `json:"skipped"`
+	Reason   string `json:"reason"`
+}
+
+type summary struct {
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Skipped int `json:"skipped"`
+}
+
+// door is one line of the side-door probe's report.
+type door struct {
+	Door     string `json:"door"`
+	Expected string `json:"expected"`
+	Got      string `json:"got"`
+	OK       bool   `json:"ok"`
+	Reason   string `json:"reason"`
+}
+
+// report is what the agent container printed: its own checks and summary, then the probe's
+// doors and summary.
+type report struct {
+	checks    []check
+	doors     []door
+	summaries []summary
+}
+
+// parseReport reads the JSON lines of the agent container. Lines that are not JSON objects (the
+// engine's or the runtime's messages) are ignored; malformed objects are errors.
+func parseReport(out []byte) (report, error) {
+	var r report
+	scanner := bufio.NewScanner(bytes.NewReader(out))
+	scanner.Buffer(make([]byte, 64<<10), 1<<20)
+	for scanner.Scan() {
+		line := strings.TrimSpace(scanner.Text())
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var v struct {
+			check
+			Door    string   `json:"door"`
+			Summary *summary `json:"summary"`
+		}
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			return r, fmt.Errorf("line %q: %w", line, err)
+		}
+		switch {
+		case v.Summary != nil:
+			r.summaries = append(r.summaries, *v.Summary)
+		case v.Door != "":
+			var d door
+			if err := json.Unmarshal([]byte(line), &d); err != nil {
+				return r, fmt.Errorf("line %q: %w", line, err)
+			}
+			r.doors = append(r.doors, d)
+		case v.Check != "":
+			r.checks = append(r.checks, v.check)
+		default:
+			return r, fmt.Errorf("line %q: neither a check, a door nor a summary", line)
+		}
+	}
+	if err := scanner.Err(); err != nil {
+		return r, err
+	}
+	if len(r.summaries) == 0 {
+		return r, errors.New("no summary line: the agent did not finish its report")
+	}
+	return r, nil
+}
+
+// requireEngine fails the test, naming the script that fixes it, unless the engine answers, the
+// compose plugin runs and the agent image exists.
+func requireEngine(t *testing.T) {
+	t.Helper()
+	steps := []struct {
+		args []string
+		fix  string
+	}{
+		{[]string{"info"}, "start the engine with hack/engine.sh start"},
+		{[]string{"compose", "version"}, "install the compose plugin with hack/engine.sh install"},
+		{[]string{"image", "inspect", agentImage}, "build the images with hack/build-images.sh"},
+	}
+	for _, s := range steps {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, err := exec.CommandContext(ctx, "docker", s.args...).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("docker %s: %v\n%s\n%s (hack/e2e.sh does every step)", strings.Join(s.args, " "), err, bytes.TrimSpace(out), s.fix)
+		}
+	}
+}
+
+// repoRoot is the directory holding the module's go.mod, above the test's working directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's working directory")
+		}
+		dir = parent
+	}
+}
+
+// policyHash is the hash of the default manifest: the e2e suite plays the person who supplies it.
+func policyHash(t *testing.T, root string) string {
+	t.Helper()
+	m, err := pbp.Load(os.DirFS(filepath.Join(root, "policies", "default")), "manifest.yaml")
+	if err != nil {
+		t.Fatalf("load the default manifest: %v", err)
+	}
+	return m.Hash
+}
