@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# up.sh: the main job. Runs the default stack (today: the demo agent alone) on a Docker engine,
-# installing and starting one if none answers, and stops only what it started.
+# up.sh: the main job. Runs the default stack (launcher, net and the demo agent) around the
+# offline world of compose/world.yml on a Docker engine, installing and starting one if none
+# answers, and stops only what it started. The agent prints its confinement report and the
+# side-door probe's table: every door refused, the allowed paths (curl, git) working.
 #
 # Usage: hack/up.sh            SHARNESS_AI_POLICY_HASH=sha256:... hack/up.sh  (refuse any other policy)
 #
@@ -29,8 +31,13 @@ if ! docker info >/dev/null 2>&1; then
 fi
 "$ROOT/hack/build-images.sh"
 
-project=sharness
+# The probe also tries the host's own addresses and the edge gateways (port 9: if anything
+# answered, even with a refusal, the wall would have a hole there).
+addrs=$(ip -4 -o addr show scope global | awk '{split($4, a, "/"); printf "%s:9,", a[1]}')
+export SHARNESS_PROBE_HOST_ADDRS="${addrs}10.213.0.1:9,10.214.0.1:9"
+
+compose=(docker compose -f docker-compose.yml -f compose/world.yml -p sharness)
 status=0
-docker compose -f docker-compose.yml -p "$project" up --abort-on-container-exit --exit-code-from agent || status=$?
-docker compose -f docker-compose.yml -p "$project" down --volumes >/dev/null 2>&1 || true
+"${compose[@]}" up --pull never --abort-on-container-exit --exit-code-from agent || status=$?
+"${compose[@]}" down --volumes >/dev/null 2>&1 || true
 exit "$status"
