@@ -199,3 +199,46 @@ func mutate(n *yaml.Node) string {
 	}
 	return n.Value + "x"
 }
+
+// TestVerifyRefusals: verify exits 1 for a missing signature, another key's signature and a
+// tampered signature file, and 2 when nothing says which policy is trusted.
+func TestVerifyRefusals(t *testing.T) {
+	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
+	copyTree(t, "policies/default")
+	if code, _, _ := run(t, "keygen", "--dir", "a"); code != ExitOK {
+		t.Fatal("keygen a")
+	}
+	if code, _, _ := run(t, "keygen", "--dir", "b"); code != ExitOK {
+		t.Fatal("keygen b")
+	}
+	if code, _, errOut := run(t, "keygen", "--dir", "a"); code != ExitUsage || !strings.Contains(errOut, "refusing to overwrite") {
+		t.Fatalf("keygen over an existing key: exit %d %q, want a refusal", code, errOut)
+	}
+	cases := []struct {
+		name   string
+		setup  func()
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"nothing trusted", func() {}, []string{"verify"}, ExitUsage, "verify needs --policy-hash"},
+		{"missing signature", func() {}, []string{"verify", "--key", "a/signing.pub"}, ExitRefused, "no signature"},
+		{"another key's signature", func() { run(t, "sign", "--key", "b/signing.key") }, []string{"verify", "--key", "a/signing.pub"}, ExitRefused, "not the pinned key"},
+		{"tampered signature", func() {
+			run(t, "sign", "--key", "a/signing.key")
+			sig, _ := os.ReadFile(DefaultManifest + ".sig")
+			os.WriteFile(DefaultManifest+".sig", bytes.Replace(sig, []byte(`"signature": "`), []byte(`"signature": "AAAA`), 1), 0o644)
+		}, []string{"verify", "--key", "a/signing.pub"}, ExitRefused, "signature"},
+		{"good signature", func() { run(t, "sign", "--key", "a/signing.key") }, []string{"verify", "--key", "a/signing.pub"}, ExitOK, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(DefaultManifest + ".sig")
+			tc.setup()
+			code, _, errOut := run(t, tc.args...)
+			if code != tc.code || !strings.Contains(errOut, tc.stderr) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, tc.code, tc.stderr)
+			}
+		})
+	}
+}
