@@ -161,6 +161,7 @@ func TestComposeLoadsAndKeepsThePolicy(t *testing.T) {
 			{"no host namespaces", s.Pid == "" && s.Ipc == "" && s.NetworkMode != "host" && s.UserNSMode == ""},
 			{"no devices", len(s.Devices) == 0},
 			{"runtime sharness", s.Runtime == "sharness"},
+			{"init process", s.Init != nil && *s.Init},
 			{"labels", s.Labels[LabelComponent] == c.Name && s.Labels[LabelPolicy] == m.Hash},
 			{"ping sockets closed", s.Sysctls["net.ipv4.ping_group_range"] == "1 0"},
 			{"egress only for net", (s.Networks[EgressNetwork] != nil || hasKey(s.Networks, EgressNetwork)) == (c.Kind == pbp.KindNet)},

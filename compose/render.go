@@ -138,6 +138,11 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	s.MemSwapLimit = types.UnitBytes(c.MaxMemory) // no swap beyond the memory limit
 	s.Ulimits = map[string]*types.UlimitsConfig{"core": {Single: 0, Soft: 0, Hard: 0}, "nofile": {Soft: 1024, Hard: 1024}}
 	s.Hostname = c.Name
+	// An init process as PID 1 reaps what the component leaves behind; without it, a Go program
+	// whose main thread seccomp killed (an i386/x32 syscall) leaves a container Engine 20.10
+	// cannot remove.
+	initProcess := true
+	s.Init = &initProcess
 	s.Runtime = opt.Runtime
 	s.Labels = types.Labels{LabelComponent: c.Name, LabelPolicy: m.Hash, LabelKind: string(c.Kind)}
 	s.Environment = types.MappingWithEquals{
