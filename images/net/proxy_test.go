@@ -643,3 +643,29 @@ func parseLeaf(c tls.Certificate) ([]*x509.Certificate, error) {
 	leaf, err := x509.ParseCertificate(c.Certificate[0])
 	return []*x509.Certificate{leaf}, err
 }
+
+// TestUnsafeAllowAddrIsOneAddress: the test world's exemption lets exactly one special address
+// through; every other special address, loopback included, is still refused by its range.
+func TestUnsafeAllowAddrIsOneAddress(t *testing.T) {
+	h := newHarness(t)
+	h.s.unsafeAllowLoopbackForTests = false
+	h.s.unsafeAllowAddr = lo()
+	h.names["private.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.2")} // loopback, not the exempt one
+	h.start(t, nil, nil)
+	resp, err := h.client().Get(fmt.Sprintf("https://allowed.test:%d/", h.tlsPort))
+	if err != nil {
+		t.Fatalf("the exempt address: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the exempt address: %s, want 200", resp.Status)
+	}
+	for _, host := range []string{"private.test", "meta.test"} {
+		if _, err := h.client().Get(fmt.Sprintf("https://%s:%d/", host, h.tlsPort)); err == nil {
+			t.Errorf("%s went through: only the one exempt address may", host)
+		}
+	}
+	for _, rule := range []string{"special-range:loopback", "special-range:cloud-metadata"} {
+		h.log.waitDecision(t, rule)
+	}
+}
