@@ -4,11 +4,15 @@ package e2e
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // dnsLogger is a resolver on the host that answers nothing and remembers every name it was
@@ -41,6 +45,31 @@ func startDNSLogger(t *testing.T, addr string) *dnsLogger {
 		}
 	}()
 	return l
+}
+
+// selfTest proves the logger records a query sent to it, so its silence later means something.
+func (l *dnsLogger) selfTest(t *testing.T, addr string) {
+	t.Helper()
+	name := fmt.Sprintf("self-test-%d.example.", time.Now().UnixNano())
+	q := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: 1, RecursionDesired: true})
+	q.StartQuestions()
+	q.Question(dnsmessage.Question{Name: dnsmessage.MustNewName(name), Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET})
+	msg, err := q.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("udp4", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(msg)
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if len(l.seen(strings.TrimSuffix(name, "."))) > 0 {
+			return
+		}
+	}
+	t.Fatalf("the host DNS logger did not record its own test query %s: it could not see a leak either", name)
 }
 
 // seen returns the logged names that contain any of the fragments.

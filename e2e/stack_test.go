@@ -93,6 +93,7 @@ var requiredDoors = []string{
 // condition on Engine 20.10.
 func TestWall(t *testing.T) {
 	hostDNS := startDNSLogger(t, "127.0.0.1:53")
+	hostDNS.selfTest(t, "127.0.0.1:53")
 	port := startHostService(t)
 	controlCVECondition(t, hostDNS)
 	controlHostService(t, port)
