@@ -200,3 +200,38 @@ func TestDialConnect(t *testing.T) {
 		})
 	}
 }
+
+// TestSpliceKeepsActiveTunnels: bytes trickling through a spliced TCP tunnel, slower than the
+// idle limit in total but faster than it between bytes, keep it open (the kernel's TCP_INFO is
+// the activity clock there), and then quiet ends it.
+func TestSpliceKeepsActiveTunnels(t *testing.T) {
+	caller, near := tcpPair(t)
+	far, origin := tcpPair(t)
+	if _, ok := lastData(near); !ok {
+		t.Fatal("TCP_INFO is not readable on this kernel: the spliced path is not under test")
+	}
+	const idle = 200 * time.Millisecond
+	ended := make(chan struct{})
+	go func() { Splice(near, far, idle, time.Hour, nil); close(ended) }()
+	buf := make([]byte, 1)
+	for i := 0; i < 12; i++ { // 12 × 50 ms: three times the idle limit in all
+		if _, err := caller.Write([]byte{byte(i)}); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		origin.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(origin, buf); err != nil || buf[0] != byte(i) {
+			t.Fatalf("byte %d through the tunnel: %v %v", i, buf, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-ended:
+		t.Fatal("the tunnel ended while bytes were moving")
+	default:
+	}
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tunnel did not end once quiet for longer than the idle limit")
+	}
+}
