@@ -227,22 +227,28 @@ func TestDefaultStackNetworks(t *testing.T) {
 	}
 }
 
-// TestComposeRefusesWithoutSuppliedHash: docker compose itself stops before anything starts when
-// the person has not supplied the hash.
-func TestComposeRefusesWithoutSuppliedHash(t *testing.T) {
+// TestSuppliedTrustComesFromTheEnvironment: the hash and the pinned key reach every container
+// from the person's environment, and nothing else sets them.
+func TestSuppliedTrustComesFromTheEnvironment(t *testing.T) {
 	files, err := Build(loadFixture(t, "../policies/testdata/full"), fullOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, File), files[File], 0o644)
-	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, File)}, cli.WithWorkingDirectory(dir), cli.WithEnv([]string{}))
+	opts, err := cli.NewProjectOptions([]string{filepath.Join(dir, File)}, cli.WithWorkingDirectory(dir),
+		cli.WithEnv([]string{"SHARNESS_AI_POLICY_KEY=ed25519:k"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = opts.LoadProject(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "set SHARNESS_AI_POLICY_HASH") {
-		t.Fatalf("LoadProject without the hash: %v; want a refusal asking for SHARNESS_AI_POLICY_HASH", err)
+	p, err := opts.LoadProject(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range p.Services {
+		if h, k := s.Environment["SHARNESS_AI_POLICY_HASH"], s.Environment["SHARNESS_AI_POLICY_KEY"]; h == nil || *h != "" || k == nil || *k != "ed25519:k" {
+			t.Errorf("%s: hash %v, key %v; want the environment's (empty hash, the pinned key)", name, h, k)
+		}
 	}
 }
 

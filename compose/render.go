@@ -42,9 +42,13 @@ type Options struct {
 // PolicyMount is where every container finds the manifest's folder, read-only (internal/session).
 const PolicyMount = "/etc/sharness/policy"
 
-// suppliedHash makes docker compose refuse to start unless the person supplies the hash; every
-// component then refuses a manifest with any other hash.
-const suppliedHash = "${SHARNESS_AI_POLICY_HASH:?set SHARNESS_AI_POLICY_HASH to the policy hash you trust (sharness-ai hash prints it)}"
+// The person supplies the policy's hash, or pins the key whose signature they trust, from the
+// environment of docker compose; every component refuses to start with neither, or with a
+// manifest that matches neither (internal/session).
+const (
+	suppliedHash = "${SHARNESS_AI_POLICY_HASH:-}"
+	suppliedKey  = "${SHARNESS_AI_POLICY_KEY:-}"
+)
 
 // ProxyPort is net's plain proxy port on its callers' edges.
 const ProxyPort = 3128
@@ -149,6 +153,7 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 		"SHARNESS_AI_COMPONENT":   ptr(c.Name),
 		"SHARNESS_AI_POLICY":      ptr(m.Hash),
 		"SHARNESS_AI_POLICY_HASH": ptr(suppliedHash),
+		"SHARNESS_AI_POLICY_KEY":  ptr(suppliedKey),
 	}
 	if opt.PolicyDir != "" {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: opt.PolicyDir, Target: PolicyMount, ReadOnly: true})

@@ -4,13 +4,18 @@ package e2e
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 // stack runs docker compose on the root docker-compose.yml and the offline world overlay, as
@@ -24,8 +29,14 @@ type stack struct {
 
 func newStack(t *testing.T, env ...string) *stack {
 	t.Helper()
+	return newStackAt(t, repoRoot(t), env...)
+}
+
+// newStackAt runs the compose files of the tree at root (a copy of the repository's, for tests
+// that change the policy folder).
+func newStackAt(t *testing.T, root string, env ...string) *stack {
+	t.Helper()
 	requireEngine(t)
-	root := repoRoot(t)
 	s := &stack{t: t, root: root, files: []string{filepath.Join(root, "docker-compose.yml"), filepath.Join(root, "compose", "world.yml")}}
 	for _, kv := range os.Environ() { // the test decides what the person supplies
 		if !strings.HasPrefix(kv, "SHARNESS_AI_") && !strings.HasPrefix(kv, "SHARNESS_PROBE_") {
@@ -238,24 +249,104 @@ func TestLauncherRefusesWrongHash(t *testing.T) {
 	if !strings.Contains(launcher, "refusing to start") || !strings.Contains(launcher, "the supplied hash is sha256:0000") {
 		t.Errorf("the launcher's output does not say why it refused:\n%s", launcher)
 	}
+	s.requireOnlyStarted(ctx, "launcher", "world")
+}
+
+// TestNoHashNoStack: with neither a hash nor a pinned key, the launcher refuses, naming both,
+// and nothing else starts.
+func TestNoHashNoStack(t *testing.T) {
+	s := newStack(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait"); err == nil {
+		t.Fatalf("docker compose up succeeded with no hash and no key:\n%s", out)
+	}
+	launcher := s.logs("launcher")
+	if !strings.Contains(launcher, "no policy hash supplied") || !strings.Contains(launcher, "SHARNESS_AI_POLICY_KEY") {
+		t.Errorf("the launcher's refusal does not name what to supply:\n%s", launcher)
+	}
+	s.requireOnlyStarted(ctx, "launcher", "world")
+}
+
+// TestSignedPolicy: instead of the hash, the person pins a key; a manifest signed by it starts the
+// stack, and one signed by another key is refused.
+func TestSignedPolicy(t *testing.T) {
+	root := copyRepo(t)
+	m, err := pbp.Load(os.DirFS(filepath.Join(root, "policies", "default")), "manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pinned, signer := newKey(t), newKey(t)
+	for _, tc := range []struct {
+		name   string
+		signBy ed25519.PrivateKey
+		starts bool
+	}{{"signed by the pinned key", pinned, true}, {"signed by another key", signer, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig, err := pbp.Sign(m.Hash, tc.signBy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "policies", "default", "manifest.yaml.sig"), sig, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s := newStackAt(t, root, "SHARNESS_AI_POLICY_KEY="+pbp.PinString(pinned.Public().(ed25519.PublicKey)))
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait", "launcher", "net")
+			switch {
+			case tc.starts && err != nil:
+				t.Fatalf("the signed policy did not start: %v\n%s\n%s", err, out, s.logs("launcher"))
+			case tc.starts && !strings.Contains(s.logs("net"), "sharness-net serving"):
+				t.Errorf("net did not accept the signed policy:\n%s", s.logs("net"))
+			case !tc.starts && err == nil:
+				t.Fatalf("a policy signed by another key started:\n%s", out)
+			case !tc.starts && !strings.Contains(s.logs("launcher"), "not the pinned key"):
+				t.Errorf("the launcher's refusal does not say the key is wrong:\n%s", s.logs("launcher"))
+			}
+		})
+	}
+}
+
+// requireOnlyStarted fails unless only the named services ever ran.
+func (s *stack) requireOnlyStarted(ctx context.Context, allowed ...string) {
+	s.t.Helper()
 	ps, _ := s.compose(ctx, "ps", "-a", "--format", "{{.Service}} {{.State}}")
 	for _, line := range strings.Split(strings.TrimSpace(string(ps)), "\n") {
 		svc, state, _ := strings.Cut(line, " ")
-		if svc != "launcher" && svc != "world" && state != "created" && state != "" {
-			t.Errorf("service %s is %s: nothing may start when the launcher refuses", svc, state)
+		if svc != "" && !slices.Contains(allowed, svc) && state != "created" {
+			s.t.Errorf("service %s is %s: nothing may start when the launcher refuses", svc, state)
 		}
 	}
 }
 
-// TestNoHashNoStack: without SHARNESS_AI_POLICY_HASH, docker compose itself refuses, naming it.
-func TestNoHashNoStack(t *testing.T) {
-	s := newStack(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := s.compose(ctx, "up", "--pull", "never", "-d")
-	if err == nil || !strings.Contains(string(out), "set SHARNESS_AI_POLICY_HASH") {
-		t.Fatalf("docker compose up without the hash: %v\n%s\nwant a refusal naming SHARNESS_AI_POLICY_HASH", err, out)
+func newKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return k
+}
+
+// copyRepo copies what the stack's compose files refer to into a fresh folder.
+func copyRepo(t *testing.T) string {
+	t.Helper()
+	src, dst := repoRoot(t), t.TempDir()
+	for _, p := range []string{"docker-compose.yml", "compiled", "compose/world.yml", "policies/default"} {
+		if err := os.CopyFS(filepath.Join(dst, p), os.DirFS(filepath.Join(src, p))); err != nil {
+			// os.CopyFS copies folders; a single file is copied by hand.
+			data, rerr := os.ReadFile(filepath.Join(src, p))
+			if rerr != nil {
+				t.Fatalf("copy %s: %v", p, err)
+			}
+			os.MkdirAll(filepath.Dir(filepath.Join(dst, p)), 0o755)
+			if err := os.WriteFile(filepath.Join(dst, p), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dst
 }
 
 // TestNetFailsClosedWithoutSVID: net started without the launcher has no identity socket and

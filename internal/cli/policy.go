@@ -238,9 +238,9 @@ func (a *app) keygenCmd() *cobra.Command {
 			if err := os.WriteFile(pubFile, pubPEM, 0o644); err != nil {
 				return err
 			}
-			id := pbp.KeyID(priv.Public().(ed25519.PublicKey))
-			return a.print(map[string]string{"private": privFile, "public": pubFile, "key": id},
-				fmt.Sprintf("wrote %s and %s (key %s)\n", privFile, pubFile, id))
+			id, pin := pbp.KeyID(priv.Public().(ed25519.PublicKey)), pbp.PinString(priv.Public().(ed25519.PublicKey))
+			return a.print(map[string]string{"private": privFile, "public": pubFile, "key": id, "pin": pin},
+				fmt.Sprintf("wrote %s and %s (key %s)\npin it for the stack: SHARNESS_AI_POLICY_KEY=%s\n", privFile, pubFile, id, pin))
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", ".", "folder for the key pair")

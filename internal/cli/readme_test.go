@@ -11,7 +11,8 @@ import (
 
 // TestREADMEExamples runs every `$ sharness-ai …` line of the README's console blocks, in order,
 // against a copy of the repository, and compares what it prints (stdout then stderr) with the
-// lines that follow it. In the expected text, <hash> stands for any sha256:<64 hex>, a line "..."
+// lines that follow it. In the expected text, <hash> stands for any sha256:<64 hex>, <pin> for a
+// pinned key (ed25519:<base64>), a line "..."
 // for any number of lines, and a last line "[exit N]" for the exit code (0 when absent).
 func TestREADMEExamples(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
@@ -57,8 +58,8 @@ func parseExamples(readme string) []example {
 				re.WriteString(`(?:.*\n)*`)
 				continue
 			}
-			parts := strings.Split(regexp.QuoteMeta(l), "<hash>")
-			re.WriteString(strings.Join(parts, `sha256:[0-9a-f]{64}`) + `\n`)
+			l = strings.Join(strings.Split(regexp.QuoteMeta(l), "<hash>"), `sha256:[0-9a-f]{64}`)
+			re.WriteString(strings.Join(strings.Split(l, "<pin>"), `ed25519:[A-Za-z0-9+/]{43}=`) + `\n`)
 		}
 		re.WriteString(`$`)
 		cur.text = strings.Join(lines, "\n")

@@ -22,14 +22,14 @@ const PolicyDir = "/etc/sharness/policy"
 const (
 	EnvComponent  = "SHARNESS_AI_COMPONENT"   // the component's name in the manifest
 	EnvPolicyHash = "SHARNESS_AI_POLICY_HASH" // the hash the person supplied
-	EnvPolicyKey  = "SHARNESS_AI_POLICY_KEY"  // or: a pinned Ed25519 public key (PEM file path)
+	EnvPolicyKey  = "SHARNESS_AI_POLICY_KEY"  // or: a pinned Ed25519 key, ed25519:<base64> (sharness-ai keygen prints it)
 )
 
 // Load reads the manifest in dir and returns it with the component named by the environment.
 func Load(dir string, getenv func(string) string) (*pbp.Manifest, *pbp.Component, error) {
-	want, keyFile, name := getenv(EnvPolicyHash), getenv(EnvPolicyKey), getenv(EnvComponent)
-	if want == "" && keyFile == "" {
-		return nil, nil, errors.New("refusing to start: no policy hash supplied (set " + EnvPolicyHash + " to the hash you trust, from `sharness-ai hash`)")
+	want, pin, name := getenv(EnvPolicyHash), getenv(EnvPolicyKey), getenv(EnvComponent)
+	if want == "" && pin == "" {
+		return nil, nil, errors.New("refusing to start: no policy hash supplied (set " + EnvPolicyHash + " to the hash you trust, from `sharness-ai hash`, or " + EnvPolicyKey + " to the key whose signature you trust)")
 	}
 	m, err := pbp.Load(os.DirFS(dir), "manifest.yaml")
 	if err != nil {
@@ -39,17 +39,13 @@ func Load(dir string, getenv func(string) string) (*pbp.Manifest, *pbp.Component
 		return nil, nil, fmt.Errorf("refusing to start: the policy in %s has hash %s, the supplied hash is %s", dir, m.Hash, want)
 	}
 	if want == "" {
-		pemKey, err := os.ReadFile(keyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("refusing to start: read pinned key: %w", err)
-		}
-		pub, err := pbp.ParsePublicKey(pemKey)
+		pub, err := pbp.ParsePin(pin)
 		if err != nil {
 			return nil, nil, fmt.Errorf("refusing to start: %w", err)
 		}
 		sig, err := os.ReadFile(filepath.Join(dir, "manifest.yaml.sig"))
 		if err != nil {
-			return nil, nil, fmt.Errorf("refusing to start: no signature: %w", err)
+			return nil, nil, fmt.Errorf("refusing to start: no signature of policy %s: %w", m.Hash, err)
 		}
 		if err := pbp.VerifySignature(m.Hash, sig, pub); err != nil {
 			return nil, nil, fmt.Errorf("refusing to start: %w", err)

@@ -57,10 +57,7 @@ func TestLoadWithPinnedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	_, pubPEM, _ := pbp.EncodeKeys(priv)
-	keyFile := filepath.Join(t.TempDir(), "signing.pub")
-	os.WriteFile(keyFile, pubPEM, 0o644)
-	e := env(map[string]string{EnvComponent: "agent", EnvPolicyKey: keyFile})
+	e := env(map[string]string{EnvComponent: "agent", EnvPolicyKey: pbp.PinString(priv.Public().(ed25519.PublicKey))})
 	if _, _, err := Load(dir, e); err == nil || !strings.Contains(err.Error(), "no signature") {
 		t.Fatalf("Load without a signature: %v, want a refusal", err)
 	}
@@ -74,5 +71,9 @@ func TestLoadWithPinnedKey(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "manifest.yaml.sig"), bad, 0o644)
 	if _, _, err := Load(dir, e); err == nil || !strings.Contains(err.Error(), "not the pinned key") {
 		t.Fatalf("Load with another key's signature: %v, want a refusal", err)
+	}
+	malformed := env(map[string]string{EnvComponent: "agent", EnvPolicyKey: "ed25519:nope"})
+	if _, _, err := Load(dir, malformed); err == nil || !strings.Contains(err.Error(), "is not of the form") {
+		t.Fatalf("Load with a malformed pin: %v, want a refusal", err)
 	}
 }

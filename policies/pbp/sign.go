@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // signContext separates policy signatures from anything else the same key might sign.
@@ -123,4 +124,23 @@ func EncodeKeys(priv ed25519.PrivateKey) (privPEM, pubPEM []byte, err error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}),
 		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), nil
+}
+
+// pinPrefix marks a pinned key written inline: "ed25519:" and the standard base64 of the 32-byte
+// public key, short enough for an environment variable or an instruction line.
+const pinPrefix = "ed25519:"
+
+// PinString writes pub in the inline pin form.
+func PinString(pub ed25519.PublicKey) string {
+	return pinPrefix + base64.StdEncoding.EncodeToString(pub)
+}
+
+// ParsePin reads a key in the inline pin form.
+func ParsePin(s string) (ed25519.PublicKey, error) {
+	b64, ok := strings.CutPrefix(s, pinPrefix)
+	raw, err := base64.StdEncoding.Strict().DecodeString(b64)
+	if !ok || err != nil || len(raw) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("pinned key %q is not of the form %s<base64 of the 32-byte public key> (sharness-ai keygen prints it)", s, pinPrefix)
+	}
+	return ed25519.PublicKey(raw), nil
 }
