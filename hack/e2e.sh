@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # e2e.sh: run the end-to-end tests on a real Docker engine.
 #
-# Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run TestDefaultStackAgentConfinement
+# Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run TestWall
 #
 # Installs what is missing (hack/engine.sh install), starts the engine if none answers, builds the
 # images, runs `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run

@@ -1,7 +1,8 @@
 // Command sharness-agent is the demo agent of the SHarness stack. For now it is a confinement
-// self-report: it checks, from inside its container, the identity, capabilities, seccomp filter,
-// file systems and network the stack promised, and prints one JSON line per check on stdout,
-// then a summary line.
+// self-report: it checks, from inside its container, the identity, capabilities, seccomp filter
+// and file systems the stack promised, and prints one JSON line per check on stdout, then a
+// summary line. With -probe it then runs the side-door probe (/sharness-probe), whose failure is
+// its failure.
 //
 // It reports what the process can observe of its own confinement; it does not prove the absence
 // of side doors it does not probe (other syscalls, mounted sockets, the engine's own bugs).
