@@ -1,23 +1,13 @@
 package mtls
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
-	"math/big"
 	"net"
-	"net/url"
-	"os"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
-	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -182,81 +172,15 @@ type benchSession struct {
 	roots      *x509.CertPool
 }
 
-// newBenchSession builds the session like mtls_test.go's loadFull, newCA and issue, which take
-// a *testing.T and so cannot run inside a benchmark.
+// newBenchSession builds the session with the test helpers of mtls_test.go.
 func newBenchSession(tb testing.TB) *benchSession {
 	tb.Helper()
-	m, err := pbp.Load(os.DirFS("../../policies/testdata/full"), "manifest.yaml")
-	if err != nil {
-		tb.Fatalf("load fixture: %v", err)
-	}
-	key := benchKey(tb)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench session CA"},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), IsCA: true,
-		BasicConstraintsValid: true, MaxPathLenZero: true, KeyUsage: x509.KeyUsageCertSign,
-		URIs: []*url.URL{{Scheme: "spiffe", Host: m.TrustDomain}}}
-	cert := benchCert(tb, tmpl, tmpl, key, key)
-	ca := &testCA{cert: cert, key: key, bundle: x509bundle.FromX509Authorities(spiffeid.RequireTrustDomainFromString(m.TrustDomain), []*x509.Certificate{cert})}
+	m := loadFull(tb)
+	ca := newCA(tb, m.TrustDomain)
 	s := &benchSession{m: m, ca: ca, plainName: "net.sharness.test", roots: x509.NewCertPool()}
-	s.roots.AddCert(cert)
-	svid := func(name string) *x509svid.SVID {
-		c := m.Component(name)
-		if c == nil {
-			tb.Fatalf("the full fixture has no component %s", name)
-		}
-		u, err := url.Parse(c.SPIFFEID)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		k := benchKey(tb)
-		leaf := benchCert(tb, ca.leafTemplate(u, ""), ca.cert, k, ca.key)
-		pk, err := x509.MarshalPKCS8PrivateKey(k)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		v, err := x509svid.ParseRaw(leaf.Raw, pk)
-		if err != nil {
-			tb.Fatalf("go-spiffe refuses the bench SVID: %v", err)
-		}
-		return v
-	}
-	s.agent, s.net = svid("agent"), svid("net")
-	k := benchKey(tb)
-	leaf := benchCert(tb, ca.leafTemplate(nil, s.plainName), ca.cert, k, ca.key)
-	s.plain = tls.Certificate{Certificate: [][]byte{leaf.Raw}, PrivateKey: k, Leaf: leaf}
+	s.roots.AddCert(ca.cert)
+	s.agent, s.net = ca.issue(tb, m.Component("agent").SPIFFEID), ca.issue(tb, m.Component("net").SPIFFEID)
+	der, key := ca.sign(tb, nil, s.plainName)
+	s.plain = tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	return s
-}
-
-// leafTemplate is an end-entity certificate for a SPIFFE ID or for a DNS name.
-func (ca *testCA) leafTemplate(id *url.URL, dns string) *x509.Certificate {
-	t := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), NotBefore: time.Now().Add(-time.Minute),
-		NotAfter: ca.cert.NotAfter, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	if id != nil {
-		t.URIs = []*url.URL{id}
-	}
-	if dns != "" {
-		t.DNSNames = []string{dns}
-	}
-	return t
-}
-
-func benchKey(tb testing.TB) *ecdsa.PrivateKey {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return k
-}
-
-func benchCert(tb testing.TB, tmpl, parent *x509.Certificate, k, signer *ecdsa.PrivateKey) *x509.Certificate {
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &k.PublicKey, signer)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
-func loadFull(t *testing.T) *pbp.Manifest {
+func loadFull(t testing.TB) *pbp.Manifest {
 	t.Helper()
 	m, err := pbp.Load(os.DirFS("../../policies/testdata/full"), "manifest.yaml")
 	if err != nil {
@@ -43,7 +43,7 @@ type testCA struct {
 	bundle *x509bundle.Bundle
 }
 
-func newCA(t *testing.T, td string) *testCA {
+func newCA(t testing.TB, td string) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -71,13 +71,28 @@ func newCA(t *testing.T, td string) *testCA {
 	return &testCA{cert: cert, key: key, bundle: x509bundle.FromX509Authorities(spiffeid.RequireTrustDomainFromString(td), []*x509.Certificate{cert})}
 }
 
-func (ca *testCA) issue(t *testing.T, id string) *x509svid.SVID {
+func (ca *testCA) issue(t testing.TB, id string) *x509svid.SVID {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	u, err := url.Parse(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(id)
+	der, key := ca.sign(t, u, "")
+	pk, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svid, err := x509svid.ParseRaw(der, pk)
+	if err != nil {
+		t.Fatalf("go-spiffe refuses the test SVID: %v", err)
+	}
+	return svid
+}
+
+// sign issues an end-entity certificate for a SPIFFE ID or a DNS name, with a fresh P-256 key.
+func (ca *testCA) sign(t testing.TB, id *url.URL, dns string) ([]byte, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,21 +103,18 @@ func (ca *testCA) issue(t *testing.T, id string) *x509svid.SVID {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:                  []*url.URL{u},
+	}
+	if id != nil {
+		tmpl.URIs = []*url.URL{id}
+	}
+	if dns != "" {
+		tmpl.DNSNames = []string{dns}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svid, err := x509svid.ParseRaw(der, pk)
-	if err != nil {
-		t.Fatalf("go-spiffe refuses the test SVID: %v", err)
-	}
-	return svid
+	return der, key
 }
 
 // session is a CA and one SVID per component of m.
