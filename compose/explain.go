@@ -2,6 +2,7 @@ package compose
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,7 +56,7 @@ func explainRows(m *pbp.Manifest, c *pbp.Component, denied []string) []Row {
 	rows := []Row{
 		{"subject.image", c.Image, "(the engine's image)", "image"},
 		{"identity.uid/gid", fmt.Sprintf("%d:%d", c.UID, c.GID), "process.user", "user"},
-		{"identity.spiffe", c.SPIFFEID, "-", "volume identity-" + c.Name + " at " + IdentityDir + "/" + c.Name},
+		{"identity.spiffe", c.SPIFFEID, "-", identityText(m, c)},
 		{"process.capabilities", caps, "process.capabilities (all five sets)", "cap_drop: [ALL], cap_add"},
 		{"process.no_new_privs", "true", "process.noNewPrivileges", "security_opt: no-new-privileges:true"},
 		{"process.max_pids", strconv.FormatInt(c.MaxPIDs, 10), "linux.resources.pids.limit", "pids_limit"},
@@ -80,4 +81,15 @@ func explainRows(m *pbp.Manifest, c *pbp.Component, denied []string) []Row {
 		rows = append(rows, Row{"files.protected", strings.Join(c.Protected, " "), "not enforced by the artefacts (fs component)", "not enforced by the artefacts (fs component)"})
 	}
 	return rows
+}
+
+// identityText says where the component gets its SVID, as Render decides it.
+func identityText(m *pbp.Manifest, c *pbp.Component) string {
+	switch {
+	case c.Kind == pbp.KindLauncher:
+		return "issues every other role's SVID, on a socket in each identity volume"
+	case !slices.ContainsFunc(m.Components, func(o *pbp.Component) bool { return o.Kind == pbp.KindLauncher }):
+		return "none: the manifest has no launcher"
+	}
+	return "socket in volume identity-" + c.Name + " at " + IdentityDir + "/" + c.Name
 }

@@ -16,11 +16,13 @@ func TestExplain(t *testing.T) {
 		{"bash", []string{"ptrace", "keyctl"}, []string{"unshare", "mount", "setns"}, map[string]string{
 			"syscalls": "clone_namespaces", "files.tmpfs /tmp": "268435456 bytes",
 		}},
+		{"launcher", []string{"unshare"}, nil, map[string]string{"identity.spiffe": "issues every other role's SVID"}},
 		{"fs", []string{"unshare", "ptrace"}, nil, map[string]string{
 			"files.protected": "not enforced by the artefacts", "edges": "agent→fs",
 		}},
 		{"net", []string{"unshare"}, nil, map[string]string{
 			"process.capabilities": "none", "edges": "networks: one internal network per edge + egress",
+			"identity.spiffe": "volume identity-net",
 		}},
 	}
 	for _, tc := range cases {

@@ -235,37 +235,34 @@ func controlHostService(t *testing.T, port int) {
 	}
 }
 
-// TestLauncherRefusesWrongHash: with any other hash than the manifest's, the launcher refuses,
-// docker compose shows why, and nothing else starts.
-func TestLauncherRefusesWrongHash(t *testing.T) {
-	s := newStack(t, "SHARNESS_AI_POLICY_HASH=sha256:"+strings.Repeat("0", 64))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait")
-	if err == nil {
-		t.Fatalf("docker compose up succeeded with a wrong policy hash:\n%s", out)
+// TestLauncherRefuses: with another hash than the manifest's, or with neither a hash nor a
+// pinned key, the launcher refuses, docker compose shows why, and nothing else starts.
+func TestLauncherRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want []string // in the launcher's output
+	}{
+		{"wrong hash", []string{"SHARNESS_AI_POLICY_HASH=sha256:" + strings.Repeat("0", 64)},
+			[]string{"refusing to start", "the supplied hash is sha256:0000"}},
+		{"no hash, no key", nil, []string{"no policy hash supplied", "SHARNESS_AI_POLICY_KEY"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newStack(t, tc.env...)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			if out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait"); err == nil {
+				t.Fatalf("docker compose up succeeded:\n%s", out)
+			}
+			launcher := s.logs("launcher")
+			for _, w := range tc.want {
+				if !strings.Contains(launcher, w) {
+					t.Errorf("the launcher's output lacks %q:\n%s", w, launcher)
+				}
+			}
+			s.requireOnlyStarted(ctx, "launcher", "world")
+		})
 	}
-	launcher := s.logs("launcher")
-	if !strings.Contains(launcher, "refusing to start") || !strings.Contains(launcher, "the supplied hash is sha256:0000") {
-		t.Errorf("the launcher's output does not say why it refused:\n%s", launcher)
-	}
-	s.requireOnlyStarted(ctx, "launcher", "world")
-}
-
-// TestNoHashNoStack: with neither a hash nor a pinned key, the launcher refuses, naming both,
-// and nothing else starts.
-func TestNoHashNoStack(t *testing.T) {
-	s := newStack(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait"); err == nil {
-		t.Fatalf("docker compose up succeeded with no hash and no key:\n%s", out)
-	}
-	launcher := s.logs("launcher")
-	if !strings.Contains(launcher, "no policy hash supplied") || !strings.Contains(launcher, "SHARNESS_AI_POLICY_KEY") {
-		t.Errorf("the launcher's refusal does not name what to supply:\n%s", launcher)
-	}
-	s.requireOnlyStarted(ctx, "launcher", "world")
 }
 
 // TestSignedPolicy: instead of the hash, the person pins a key; a manifest signed by it starts the
