@@ -46,12 +46,23 @@ func (m *merger) business(acc, p *Policy) error {
 		err = firstErr(m.same("business.llm.upstream", &al.Upstream, l.Upstream),
 			m.subset("business.llm.models", &al.Models, l.Models, exact),
 			m.limit("business.llm.max_tokens", &al.MaxTokens, l.MaxTokens),
-			m.limit("business.llm.session_token_budget", &al.Budget, l.Budget))
+			m.limit("business.llm.session_token_budget", &al.Budget, l.Budget),
+			m.subset("business.llm.betas", &al.Betas, l.Betas, exact),
+			m.subset("business.llm.server_tools", &al.ServerTools, l.ServerTools, exact),
+			m.subset("business.llm.mcp_servers", &al.MCPServers, l.MCPServers, exact),
+			m.subset("business.llm.extra_fields", &al.ExtraFields, l.ExtraFields, exact),
+			m.subset("business.llm.tools", &al.Tools, l.Tools, exact),
+			m.same("business.llm.key_secret", &al.KeySecret, l.KeySecret),
+			m.limit("business.llm.key_cache_seconds", &al.KeyCacheSeconds, l.KeyCacheSeconds))
+		if err == nil {
+			err = m.filterRules(al, l.FilterRules)
+		}
 	}
 	if b.KMS != nil && err == nil {
 		ak := ensure(&a.KMS)
 		err = firstErr(m.subset("business.kms.ops", &ak.Ops, b.KMS.Ops, exact),
-			m.limit("business.kms.max_unwraps", &ak.MaxUnwraps, b.KMS.MaxUnwraps))
+			m.limit("business.kms.max_unwraps", &ak.MaxUnwraps, b.KMS.MaxUnwraps),
+			m.subset("business.kms.trusted_senders", &ak.TrustedSenders, b.KMS.TrustedSenders, exact))
 	}
 	if b.Bash != nil && err == nil {
 		err = m.subset("business.bash.profiles", &ensure(&a.Bash).Profiles, b.Bash.Profiles, exact)
@@ -96,5 +107,20 @@ func (m *merger) net(a, n *NetRules) error {
 		}
 	}
 	a.Callers = n.Callers
+	return nil
+}
+
+// filterRules adds a layer's secret-filter rules; a rule may be repeated word for word, never
+// changed under the same name.
+func (m *merger) filterRules(a *LLMRules, rules []FilterRule) error {
+	for i, r := range rules {
+		k := slices.IndexFunc(a.FilterRules, func(x FilterRule) bool { return x.Name == r.Name })
+		switch {
+		case k < 0:
+			a.FilterRules = append(a.FilterRules, r)
+		case !slices.Equal(a.FilterRules[k].Keywords, r.Keywords) || a.FilterRules[k].Regex != r.Regex:
+			return m.fail(fmt.Sprintf("business.llm.filter_rules[%d].name", i), "changes the rule %q: a layer may add filter rules, not change them", r.Name)
+		}
+	}
 	return nil
 }

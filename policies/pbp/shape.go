@@ -3,7 +3,9 @@ package pbp
 import (
 	"fmt"
 	"io/fs"
+	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -238,9 +240,28 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 				return m.fail(v.field, "%d must not be negative", *v.n)
 			}
 		}
+		if err := m.llm(l); err != nil {
+			return err
+		}
 	}
-	if k := b.KMS; k != nil && k.MaxUnwraps != nil && *k.MaxUnwraps < 0 {
-		return m.fail("business.kms.max_unwraps", "%d must not be negative", *k.MaxUnwraps)
+	if k := b.KMS; k != nil {
+		if k.MaxUnwraps != nil && *k.MaxUnwraps < 0 {
+			return m.fail("business.kms.max_unwraps", "%d must not be negative", *k.MaxUnwraps)
+		}
+		if k.Ops != nil {
+			for _, op := range *k.Ops {
+				if !slices.Contains(KMSOps, op) {
+					return m.fail("business.kms.ops", "%q is not a kms operation (%s)", op, strings.Join(KMSOps, ", "))
+				}
+			}
+		}
+		if k.TrustedSenders != nil {
+			for _, pin := range *k.TrustedSenders {
+				if _, err := ParsePin(pin); err != nil {
+					return m.fail("business.kms.trusted_senders", "%v", err)
+				}
+			}
+		}
 	}
 	if f := b.FS; f != nil {
 		return m.size("business.fs.max_file_size", f.MaxFileSize)
@@ -290,4 +311,55 @@ func (d *doc) at(field string) (any, bool) {
 		}
 	}
 	return v, true
+}
+
+// KMSOps are the operations kms knows.
+var KMSOps = []string{"public", "unwrap", "seal_to", "destroy"}
+
+var (
+	secretName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	toolsPin   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// SecretName says whether s may name a sealed secret (it becomes a file name in kms).
+func SecretName(s string) bool { return secretName.MatchString(s) }
+
+func (m shaper) llm(l *LLMRules) error {
+	if l.Upstream != "" {
+		u, err := url.Parse(l.Upstream)
+		if err != nil || u.Scheme != "https" || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil || !hostPattern.MatchString(u.Hostname()) {
+			return m.fail("business.llm.upstream", "%q must be https://<host name>[:port] with nothing after it", l.Upstream)
+		}
+	}
+	if l.KeySecret != "" && !SecretName(l.KeySecret) {
+		return m.fail("business.llm.key_secret", "%q must match %s", l.KeySecret, secretName)
+	}
+	if l.KeyCacheSeconds != nil && *l.KeyCacheSeconds < 0 {
+		return m.fail("business.llm.key_cache_seconds", "%d must not be negative", *l.KeyCacheSeconds)
+	}
+	if l.Tools != nil {
+		for _, t := range *l.Tools {
+			if !toolsPin.MatchString(t) {
+				return m.fail("business.llm.tools", "%q must be sha256:<64 lower-case hex>", t)
+			}
+		}
+	}
+	for i, r := range l.FilterRules {
+		field := fmt.Sprintf("business.llm.filter_rules[%d]", i)
+		if !secretName.MatchString(r.Name) {
+			return m.fail(field+".name", "%q must match %s", r.Name, secretName)
+		}
+		if _, err := regexp.Compile(r.Regex); err != nil || r.Regex == "" {
+			return m.fail(field+".regex", "%q is not a usable regular expression (RE2 syntax)", r.Regex)
+		}
+		if regexp.MustCompile(r.Regex).MatchString("") {
+			return m.fail(field+".regex", "%q matches the empty string", r.Regex)
+		}
+		for _, k := range r.Keywords {
+			if k == "" {
+				return m.fail(field+".keywords", "a keyword must not be empty")
+			}
+		}
+	}
+	return nil
 }

@@ -163,19 +163,49 @@ type CallerRule struct {
 	Presets []string `yaml:"presets,omitempty" json:"presets,omitempty"`
 }
 
-// LLMRules constrain what the model proxy forwards.
+// LLMRules constrain what the model proxy forwards. In the composed policy an unset allowlist
+// allows nothing: llm refuses to start without upstream, models, max_tokens, the budget and
+// key_secret, and treats an unset betas, server_tools, mcp_servers, extra_fields or tools as empty.
 type LLMRules struct {
 	Upstream  string    `yaml:"upstream,omitempty" json:"upstream,omitempty"`
 	Models    *[]string `yaml:"models,omitempty" json:"models,omitempty"`
 	MaxTokens *int      `yaml:"max_tokens,omitempty" json:"max_tokens,omitempty"`
 	Budget    *int      `yaml:"session_token_budget,omitempty" json:"session_token_budget,omitempty"`
 	OnSecret  string    `yaml:"on_secret,omitempty" json:"on_secret,omitempty"`
+	// Betas are the anthropic-beta header values llm forwards.
+	Betas *[]string `yaml:"betas,omitempty" json:"betas,omitempty"`
+	// ServerTools are the server-side tool types (e.g. web_fetch_20250910) a request may carry:
+	// they make the provider fetch URLs for the agent.
+	ServerTools *[]string `yaml:"server_tools,omitempty" json:"server_tools,omitempty"`
+	// MCPServers are the mcp_servers URLs a request may name.
+	MCPServers *[]string `yaml:"mcp_servers,omitempty" json:"mcp_servers,omitempty"`
+	// ExtraFields are top-level request fields allowed beyond the ones llm knows.
+	ExtraFields *[]string `yaml:"extra_fields,omitempty" json:"extra_fields,omitempty"`
+	// Tools are the pinned tool lists, each "sha256:<hex>" of the normalised definitions.
+	Tools *[]string `yaml:"tools,omitempty" json:"tools,omitempty"`
+	// KeySecret names the sealed secret kms holds the API key under.
+	KeySecret string `yaml:"key_secret,omitempty" json:"key_secret,omitempty"`
+	// KeyCacheSeconds is how long llm may keep an opened key; 0 asks kms on every request.
+	KeyCacheSeconds *int `yaml:"key_cache_seconds,omitempty" json:"key_cache_seconds,omitempty"`
+	// FilterRules add secret-filter rules to the curated ones (adding a rule only narrows).
+	FilterRules []FilterRule `yaml:"filter_rules,omitempty" json:"filter_rules,omitempty"`
 }
 
-// KMSRules constrain custody operations.
+// FilterRule is one secret-filter rule a policy adds: a regular expression (RE2), and optional
+// keywords of which one must appear in the text before the expression is tried.
+type FilterRule struct {
+	Name     string   `yaml:"name" json:"name"`
+	Regex    string   `yaml:"regex" json:"regex"`
+	Keywords []string `yaml:"keywords,omitempty" json:"keywords,omitempty"`
+}
+
+// KMSRules constrain custody operations. In the composed policy unset ops allow nothing.
 type KMSRules struct {
 	Ops        *[]string `yaml:"ops,omitempty" json:"ops,omitempty"`
 	MaxUnwraps *int      `yaml:"max_unwraps,omitempty" json:"max_unwraps,omitempty"`
+	// TrustedSenders are the Ed25519 keys ("ed25519:<base64>") a sealed secret must be signed
+	// by; unset accepts unsigned secrets (only the host can place them), and kms says so at start.
+	TrustedSenders *[]string `yaml:"trusted_senders,omitempty" json:"trusted_senders,omitempty"`
 }
 
 // BashRules constrain the shell sandboxes.
