@@ -65,3 +65,46 @@ COPY bin/world-rootfs/ /
 COPY --chown=65520:65520 bin/world-ca/ /world-ca/
 USER 65520:65520
 ENTRYPOINT ["/sharness-world"]
+
+# llm: the Messages API proxy, the stack's only model client. It carries Debian's CA bundle for
+# the real API; it has no key of its own.
+FROM scratch AS llm
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-llm" \
+      org.opencontainers.image.description="SHarness llm: Messages API proxy with a secret filter; the real key comes sealed from kms" \
+      ai.sharness.component="llm"
+COPY bin/llm-rootfs/ /
+USER 65533:65533
+ENTRYPOINT ["/sharness-llm"]
+
+# kms: custody. Its session identity is made at start and never leaves it; sealed secrets are
+# mounted read-only at run time, never built in.
+FROM scratch AS kms
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-kms" \
+      org.opencontainers.image.description="SHarness kms: opens sealed secrets, re-seals them to one-time keys" \
+      ai.sharness.component="kms"
+COPY bin/sharness-kms /sharness-kms
+USER 65529:65529
+ENTRYPOINT ["/sharness-kms"]
+
+# model: the offline Messages API that stands in for the real one in the demo and the e2e suite,
+# recording what reached it. Test infrastructure, like world.
+FROM scratch AS model
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-model" \
+      org.opencontainers.image.description="SHarness offline model: a scripted Messages API that records what it receives" \
+      ai.sharness.test-fixture="model"
+COPY bin/sharness-model /sharness-model
+COPY --chown=65519:65519 bin/model-ca/ /model-ca/
+USER 65519:65519
+ENTRYPOINT ["/sharness-model"]

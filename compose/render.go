@@ -50,8 +50,23 @@ const (
 	suppliedKey  = "${SHARNESS_AI_POLICY_KEY:-}"
 )
 
-// ProxyPort is net's plain proxy port on its callers' edges.
-const ProxyPort = 3128
+// The ports components listen on inside the stack (DESIGN.md §3).
+const (
+	ProxyPort = 3128 // net's plain proxy, on its callers' edges
+	LLMPort   = 8080 // llm's Messages API, on the agent's edge
+	KMSPort   = 8443 // kms, mutual TLS only
+)
+
+// PlaceholderAPIKey is the only API key a caller of llm is given: llm drops it and adds the real
+// one, which exists only sealed on disk, inside kms, and in llm for one request.
+const PlaceholderAPIKey = "sharness-placeholder-not-a-key"
+
+// SecretsMount is where kms finds the sealed secrets (sharness-ai secret seal writes them), read
+// only; the folder on the host is ./secrets unless SHARNESS_AI_SECRETS_DIR names another.
+const (
+	SecretsMount  = "/etc/sharness/secrets"
+	secretsSource = "${SHARNESS_AI_SECRETS_DIR:-./secrets}"
+)
 
 // NoDNS is the only upstream resolver the stack's containers are given. Docker's embedded
 // resolver forwards names it does not know to the container's configured servers; on Engine
@@ -159,13 +174,29 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: opt.PolicyDir, Target: PolicyMount, ReadOnly: true})
 	}
 	for _, e := range m.Edges {
-		// A caller of net reaches the outside world through it, as every HTTP client expects.
-		if to := m.Component(e.To); e.From == c.Name && to.Kind == pbp.KindNet {
+		to := m.Component(e.To)
+		switch {
+		case e.From != c.Name:
+		case to.Kind == pbp.KindNet && c.Kind != pbp.KindLLM:
+			// A caller of net reaches the outside world through it, as every HTTP client
+			// expects. llm is the exception: it tunnels through net's mutual-TLS port only.
 			proxy := fmt.Sprintf("http://%s:%d", to.Name, ProxyPort)
 			for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 				s.Environment[k] = ptr(proxy)
 			}
+		case to.Kind == pbp.KindLLM:
+			// What every Anthropic client reads: the model API is llm, and the key is a
+			// placeholder llm throws away.
+			s.Environment["ANTHROPIC_BASE_URL"] = ptr(fmt.Sprintf("http://%s:%d", to.Name, LLMPort))
+			s.Environment["ANTHROPIC_API_KEY"] = ptr(PlaceholderAPIKey)
 		}
+	}
+	if c.Kind == pbp.KindKMS {
+		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: secretsSource, Target: SecretsMount,
+			ReadOnly: true}) // compose creates a missing host folder (create_host_path defaults to true)
+		// Opened secrets and the session identity are locked in memory (internal/kms); the
+		// lock is bounded by the memory limit the policy already sets.
+		s.Ulimits["memlock"] = &types.UlimitsConfig{Soft: int(c.MaxMemory), Hard: int(c.MaxMemory)}
 	}
 	for _, t := range c.Tmpfs {
 		s.Tmpfs = append(s.Tmpfs, fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%d,mode=1777", t.Path, t.Size))

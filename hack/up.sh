@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# up.sh: the main job. Runs the default stack (launcher, net and the demo agent) around the
-# offline world of compose/world.yml on a Docker engine, installing and starting one if none
-# answers, and stops only what it started. The agent prints its confinement report and the
-# side-door probe's table: every door refused, the allowed paths (curl, git) working.
+# up.sh: the main job. Runs the default stack (launcher, net, llm, kms and the demo agent) around
+# the offline world of compose/world.yml on a Docker engine, installing and starting one if none
+# answers, and stops only what it started. Once kms has made its session identity, the script
+# seals a throwaway API key to it, as a person seals a real one (README), and only then starts
+# the agent. The agent prints its confinement report, its conversation with the offline model
+# through llm (which swaps the placeholder key for the sealed one), and the side-door probe's
+# table: every door refused, the allowed paths (curl, git) working.
 #
 # Usage: hack/up.sh            SHARNESS_AI_POLICY_HASH=sha256:... hack/up.sh  (refuse any other policy)
 #
@@ -27,6 +30,7 @@ go run ./cmd/sharness-ai verify --policy-hash "$SHARNESS_AI_POLICY_HASH"
 "$ENGINE" install
 if ! docker info >/dev/null 2>&1; then
 	"$ENGINE" start
+	started=1
 	trap '"$ENGINE" stop || true' EXIT
 fi
 "$ROOT/hack/build-images.sh"
@@ -36,8 +40,30 @@ fi
 addrs=$(ip -4 -o addr show scope global | awk '{split($4, a, "/"); printf "%s:9,", a[1]}')
 export SHARNESS_PROBE_HOST_ADDRS="${addrs}10.213.0.1:9,10.214.0.1:9"
 
-compose=(docker compose -f docker-compose.yml -f compose/world.yml -p sharness)
+# A throwaway key stands in for a real one; the offline model accepts this key alone, so the
+# demo shows the sealed key, and not the agent's placeholder, is what reached the model.
+work=$(mktemp -d)
+chmod 0755 "$work"
+key="sk-ant-api03-offline-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+export SHARNESS_MODEL_EXPECT_KEY_SHA256=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
+export SHARNESS_AI_SECRETS_DIR=$work/secrets
+mkdir -m 0755 "$SHARNESS_AI_SECRETS_DIR"
+
+files=(-f docker-compose.yml -f compose/world.yml)
+compose=(docker compose "${files[@]}" -p sharness)
+cleanup() {
+	"${compose[@]}" down --volumes >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap 'cleanup; [ -n "${started:-}" ] && "$ENGINE" stop || true' EXIT
+
 status=0
-"${compose[@]}" up --pull never --abort-on-container-exit --exit-code-from agent || status=$?
-"${compose[@]}" down --volumes >/dev/null 2>&1 || true
+"${compose[@]}" up --pull never --detach --wait launcher net llm kms world model || status=$?
+if [ "$status" -eq 0 ]; then
+	go run ./cmd/sharness-ai kms bundle -p sharness "${files[@]}" --wait 30s --out "$work/bundle.json"
+	printf %s "$key" | go run ./cmd/sharness-ai secret seal --to "$work/bundle.json" --out "$SHARNESS_AI_SECRETS_DIR" anthropic-api-key
+	unset key
+	"${compose[@]}" up --pull never --abort-on-container-exit --exit-code-from agent agent || status=$?
+fi
+[ "$status" -eq 0 ] || "${compose[@]}" logs --no-color llm kms >&2 || true
 exit "$status"

@@ -1,7 +1,8 @@
-// Command sharness-agent is the demo agent of the SHarness stack. For now it is a confinement
-// self-report: it checks, from inside its container, the identity, capabilities, seccomp filter
-// and file systems the stack promised, and prints one JSON line per check on stdout, then a
-// summary line. With -probe it then runs the side-door probe (/sharness-probe), whose failure is
+// Command sharness-agent is the demo agent of the SHarness stack. It checks, from inside its
+// container, the identity, capabilities, seccomp filter and file systems the stack promised,
+// then, when compose points it at llm (ANTHROPIC_BASE_URL), holds a short conversation with the
+// model through the official Anthropic Go SDK: a tool call, its result, a streamed reply. It
+// prints one JSON line per check on stdout, then a summary line. With -probe it then runs the side-door probe (/sharness-probe), whose failure is
 // its failure.
 //
 // It reports what the process can observe of its own confinement; it does not prove the absence
@@ -67,7 +68,8 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	enc := json.NewEncoder(out)
 	var sum summary
 	rs := append(statusChecks(), rootReadOnly(), tmpWritable())
-	for _, r := range append(rs, deniedSyscalls()...) {
+	rs = append(rs, deniedSyscalls()...)
+	for _, r := range append(rs, modelChecks(ctx, os.Getenv)...) {
 		switch {
 		case r.Skipped:
 			sum.Skipped++
