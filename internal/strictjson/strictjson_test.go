@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestCheck(t *testing.T) {
@@ -53,19 +54,29 @@ func TestDecodeRefusesUnknownFields(t *testing.T) {
 	}
 }
 
-// FuzzCheck: whatever Check accepts, encoding/json reads as one value, and re-encoding the
-// generic value gives a document Check also accepts.
+// FuzzCheck holds Check to encoding/json's grammar: whatever Check accepts, json.Valid accepts
+// and re-encodes to a document Check also accepts; whatever valid UTF-8 json.Valid accepts, Check
+// accepts unless a key repeats or it is too deep.
 func FuzzCheck(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `{"a":1,"A":2}`, `[{"k":{"k":[1,2,{"x":null}]}}]`, `"\u212a"`, `{"a":{"b":1},"a":2}`} {
+	for _, s := range []string{`{"a":1}`, `{"a":1,"A":2}`, `[{"k":{"k":[1,2,{"x":null}]}}]`, `"\u212a"`, `{"a":{"b":1},"a":2}`,
+		`-0.5e+10`, `[true,false,null]`, `{"\u0041":1,"a":2}`, `"\ud800"`, `01`, `1.`, `[1,]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if Check(data, 32) != nil {
+		err := Check(data, 32)
+		valid := json.Valid(data) && utf8.Valid(data)
+		if err == nil && !valid {
+			t.Fatalf("Check accepted what encoding/json refuses: %q", data)
+		}
+		if err != nil {
+			if valid && !strings.Contains(err.Error(), "key") && !strings.Contains(err.Error(), "deeper") {
+				t.Fatalf("Check refused valid JSON for another reason: %v: %q", err, data)
+			}
 			return
 		}
 		var v any
 		if err := json.Unmarshal(data, &v); err != nil {
-			t.Fatalf("Check accepted what encoding/json refuses: %v", err)
+			t.Fatal(err)
 		}
 		again, err := json.Marshal(v)
 		if err != nil {
@@ -75,4 +86,16 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("re-encoded value refused: %v", err)
 		}
 	})
+}
+
+func BenchmarkCheck(b *testing.B) {
+	// A Messages request with a 256 KiB tool result, the size that made llm slow.
+	big := strings.Repeat(`line of tool output with \"quotes\" and \u00e9 escapes\n`, 5000)
+	body := []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"` + big + `"}]}]}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if err := Check(body, 64); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
