@@ -82,7 +82,7 @@ func (s *server) resolve(ctx context.Context, c net.Conn, host egress.Host, rec 
 	var pick netip.Addr
 	for _, a := range addrs {
 		a = a.Unmap() // Go returns /etc/hosts IPv4 entries as mapped IPv6
-		if name, special := egress.Special(a); special && !(s.unsafeAllowLoopbackForTests && a.IsLoopback()) && a != s.unsafeAllowAddr {
+		if name, special := egress.Special(a); special && !(s.unsafeAllowLoopbackForTests && a.IsLoopback()) && !s.unsafeAllowAddrs[a] {
 			s.refuse(c, rec, http.StatusForbidden, egress.RefuseSpecial(name))
 			return netip.Addr{}, false
 		}

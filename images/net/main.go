@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/sharness-ai/sharness/internal/egress"
@@ -35,7 +36,7 @@ type config struct {
 	listen, mtlsListen string
 	resolver           string // ip:port of a DNS server, or "" for the system's
 	upstream           string // http://[user:pass@]host:port of a proxy to chain through
-	unsafeAllowAddr    string // one special address a test world may use; never in production
+	unsafeAllowAddrs   string // special addresses a test world may use, comma-separated; never in production
 }
 
 func main() {
@@ -44,7 +45,7 @@ func main() {
 	flag.StringVar(&cfg.mtlsListen, "mtls-listen", cmp.Or(os.Getenv("SHARNESS_AI_NET_MTLS_LISTEN"), ":3129"), "address of the mTLS proxy and metrics listener (env SHARNESS_AI_NET_MTLS_LISTEN)")
 	flag.StringVar(&cfg.resolver, "resolver", os.Getenv("SHARNESS_AI_NET_RESOLVER"), "DNS server ip:port (env SHARNESS_AI_NET_RESOLVER; default: the system's)")
 	flag.StringVar(&cfg.upstream, "upstream-proxy", os.Getenv("SHARNESS_AI_NET_UPSTREAM_PROXY"), "chain through this http:// proxy (env SHARNESS_AI_NET_UPSTREAM_PROXY)")
-	flag.StringVar(&cfg.unsafeAllowAddr, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly this special-range IP from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
+	flag.StringVar(&cfg.unsafeAllowAddrs, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly these special-range IPs (comma-separated) from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -95,13 +96,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// Rate buckets for everyone with an edge into net: only they get past edgeCaller and mTLS.
 	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), proxy.Lookup(cfg.resolver), up, defaultLimits, log)
-	if cfg.unsafeAllowAddr != "" {
-		a, err := netip.ParseAddr(cfg.unsafeAllowAddr)
-		if err != nil {
-			return fmt.Errorf("refusing to start: unsafe-allow-addr-for-tests %q: %w", cfg.unsafeAllowAddr, err)
+	// Exact addresses only: a range or a name would exempt more than a test world needs. An
+	// IPv4-mapped address counts as its IPv4 address, the form resolve compares.
+	if cfg.unsafeAllowAddrs != "" {
+		s.unsafeAllowAddrs = map[netip.Addr]bool{}
+		for _, f := range strings.Split(cfg.unsafeAllowAddrs, ",") {
+			a, err := netip.ParseAddr(strings.TrimSpace(f))
+			if err != nil || a.Zone() != "" || s.unsafeAllowAddrs[a.Unmap()] {
+				return fmt.Errorf("refusing to start: unsafe-allow-addr-for-tests: %q is not an IP address without a zone, or is given twice", f)
+			}
+			s.unsafeAllowAddrs[a.Unmap()] = true
+			log.Warn("UNSAFE: a special-range address is exempt from refusal; this is for an offline test world only", "addr", a.Unmap().String())
 		}
-		s.unsafeAllowAddr = a
-		log.Warn("UNSAFE: one special-range address is exempt from refusal; this is for an offline test world only", "addr", a.String())
 	}
 	log.Info("sharness-net serving", "policy", m.Hash, "listen", cfg.listen, "mtls", tlsConf != nil)
 	s.run(ctx, plain, secure, tlsConf, peerCaller(m))

@@ -644,28 +644,52 @@ func parseLeaf(c tls.Certificate) ([]*x509.Certificate, error) {
 	return []*x509.Certificate{leaf}, err
 }
 
-// TestUnsafeAllowAddrIsOneAddress: the test world's exemption lets exactly one special address
-// through; every other special address, loopback included, is still refused by its range.
-func TestUnsafeAllowAddrIsOneAddress(t *testing.T) {
+// TestUnsafeAllowAddrs: the test world's exemption lets exactly its listed addresses through
+// (here two, on two loopback addresses); every other special address, loopback included, is
+// still refused by its range, and so is a name with one unlisted address among listed ones.
+func TestUnsafeAllowAddrs(t *testing.T) {
 	h := newHarness(t)
-	h.s.unsafeAllowLoopbackForTests = false
-	h.s.unsafeAllowAddr = lo()
-	h.names["private.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.2")} // loopback, not the exempt one
-	h.start(t, nil, nil)
-	resp, err := h.client().Get(fmt.Sprintf("https://allowed.test:%d/", h.tlsPort))
+	second, err := net.Listen("tcp", fmt.Sprintf("127.0.0.2:%d", h.tlsPort)) // the same port: the rules allow it
 	if err != nil {
-		t.Fatalf("the exempt address: %v", err)
+		t.Skipf("no second loopback address here: %v", err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("the exempt address: %s, want 200", resp.Status)
+	up := httptest.NewUnstartedServer(h.tlsUp.Config.Handler)
+	up.Listener.Close()
+	up.Listener, up.TLS = second, h.tlsUp.TLS
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	h.s.unsafeAllowLoopbackForTests = false
+	h.s.unsafeAllowAddrs = map[netip.Addr]bool{lo(): true, netip.MustParseAddr("127.0.0.2"): true}
+	h.names["other.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.2")}
+	h.names["private.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.3")}                                 // loopback, not listed
+	h.names["mixed.test"] = []netip.Addr{netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")} // one not listed
+	h.start(t, nil, nil)
+	for _, host := range []string{"allowed.test", "other.test"} {
+		resp, err := h.client().Get(fmt.Sprintf("https://%s:%d/", host, h.tlsPort))
+		if err != nil {
+			t.Fatalf("%s (a listed address): %v", host, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != fmt.Sprintf("hello %s:%d", host, h.tlsPort) {
+			t.Errorf("%s (a listed address): %s %q, want 200", host, resp.Status, body)
+		}
 	}
-	for _, host := range []string{"private.test", "meta.test"} {
+	for _, host := range []string{"private.test", "meta.test", "mixed.test"} {
 		if _, err := h.client().Get(fmt.Sprintf("https://%s:%d/", host, h.tlsPort)); err == nil {
-			t.Errorf("%s went through: only the one exempt address may", host)
+			t.Errorf("%s went through: only the listed addresses may", host)
 		}
 	}
 	for _, rule := range []string{"special-range:loopback", "special-range:cloud-metadata"} {
 		h.log.waitDecision(t, rule)
+	}
+	var refused []string
+	for _, d := range h.log.decisions() {
+		if d["rule"] == "special-range:loopback" {
+			refused = append(refused, fmt.Sprint(d["host"]))
+		}
+	}
+	if want := []string{"private.test", "mixed.test"}; !slices.Equal(refused, want) {
+		t.Errorf("refused as loopback: %q, want %q", refused, want)
 	}
 }

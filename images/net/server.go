@@ -60,10 +60,11 @@ type server struct {
 	// unsafeAllowLoopbackForTests lets tests reach httptest servers on 127.0.0.1. No flag or
 	// variable reaches it.
 	unsafeAllowLoopbackForTests bool
-	// unsafeAllowAddr is the one special-range address an offline test world may use
-	// (SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS): the demo and e2e world lives on a private
-	// address. Every other special address stays refused; net logs a warning at start.
-	unsafeAllowAddr netip.Addr
+	// unsafeAllowAddrs are the special-range addresses an offline test world may use
+	// (SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS): the demo and e2e world and its offline
+	// model live on private addresses. Every other special address stays refused; net logs a
+	// warning per address at start.
+	unsafeAllowAddrs map[netip.Addr]bool
 }
 
 func newServer(rules *egress.Rules, callers []string, edge func(netip.Addr) (string, bool), lookup func(context.Context, string) ([]netip.Addr, error), upstream *url.URL, lim limits, log *slog.Logger) *server {

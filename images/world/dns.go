@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -29,6 +30,49 @@ func newZone(self netip.Addr) zone {
 		"metadata.sharness.test": netip.MustParseAddr("169.254.169.254"),
 		"loopback.sharness.test": netip.MustParseAddr("127.0.0.1"),
 	}
+}
+
+// parseHosts reads WORLD_EXTRA_HOSTS: comma-separated name=IPv4 pairs the zone answers besides
+// its own names. Names are DNS names without the trailing dot, folded to lower case; each may
+// appear once, none may replace one of the world's own, and nothing is trimmed or guessed.
+func parseHosts(s string) (zone, error) {
+	z := zone{}
+	if s == "" {
+		return z, nil
+	}
+	for _, pair := range strings.Split(s, ",") {
+		name, addr, ok := strings.Cut(pair, "=")
+		name = strings.ToLower(name)
+		a, err := netip.ParseAddr(addr)
+		switch _, own := newZone(netip.Addr{})[name]; {
+		case !ok:
+			return nil, fmt.Errorf("WORLD_EXTRA_HOSTS: %q is not name=address", pair)
+		case !isName(name):
+			return nil, fmt.Errorf("WORLD_EXTRA_HOSTS: %q is not a DNS name (letters, digits and inner hyphens; no trailing dot)", name)
+		case err != nil || !a.Is4():
+			return nil, fmt.Errorf("WORLD_EXTRA_HOSTS: %s=%q: the address is not IPv4 (the zone serves A records only)", name, addr)
+		case own:
+			return nil, fmt.Errorf("WORLD_EXTRA_HOSTS: %s is one of the world's own names", name)
+		case z[name].IsValid():
+			return nil, fmt.Errorf("WORLD_EXTRA_HOSTS: %s is given twice", name)
+		}
+		z[name] = a
+	}
+	return z, nil
+}
+
+// isName reports whether s is a host name of RFC 1123 §2.1 in lower case: labels of 1 to 63
+// letters, digits and hyphens, no hyphen at either end, 253 bytes at most.
+func isName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // answer builds the reply to one DNS message (RFC 1035 §4) and says what was asked and how it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -94,6 +95,84 @@ func TestAnswer(t *testing.T) {
 				t.Errorf("logged question = %+v, want %+v", q, tt.log)
 			}
 		})
+	}
+}
+
+func TestParseHosts(t *testing.T) {
+	addr := netip.MustParseAddr
+	tests := []struct {
+		name, in string
+		want     zone
+		wantErr  string
+	}{
+		{"empty", "", zone{}, ""},
+		{"one", "api.anthropic.com=10.214.0.11", zone{"api.anthropic.com": addr("10.214.0.11")}, ""},
+		{"two, case folded", "API.Anthropic.com=10.214.0.11,statsig.anthropic.com=10.214.0.12",
+			zone{"api.anthropic.com": addr("10.214.0.11"), "statsig.anthropic.com": addr("10.214.0.12")}, ""},
+		{"single label", "model=10.214.0.11", zone{"model": addr("10.214.0.11")}, ""},
+		{"no address", "api.anthropic.com", nil, `"api.anthropic.com" is not name=address`},
+		{"empty entry", "api.anthropic.com=10.214.0.11,", nil, `"" is not name=address`},
+		{"space", "api.anthropic.com= 10.214.0.11", nil, "the address is not IPv4"},
+		{"space in name", " api.anthropic.com=10.214.0.11", nil, "is not a DNS name"},
+		{"trailing dot", "api.anthropic.com.=10.214.0.11", nil, "is not a DNS name"},
+		{"empty name", "=10.214.0.11", nil, "is not a DNS name"},
+		{"wildcard", "*.anthropic.com=10.214.0.11", nil, "is not a DNS name"},
+		{"underscore", "a_b.test=10.214.0.11", nil, "is not a DNS name"},
+		{"hyphen at the end of a label", "a-.test=10.214.0.11", nil, "is not a DNS name"},
+		{"label over 63", strings.Repeat("a", 64) + ".test=10.214.0.11", nil, "is not a DNS name"},
+		{"name over 253", strings.Repeat("a.", 127) + "ab=10.214.0.11", nil, "is not a DNS name"},
+		{"IPv6", "api.anthropic.com=fd00::1", nil, "the address is not IPv4"},
+		{"mapped IPv4", "api.anthropic.com=::ffff:10.214.0.11", nil, "the address is not IPv4"},
+		{"leading zero", "api.anthropic.com=10.214.0.011", nil, "the address is not IPv4"},
+		{"with port", "api.anthropic.com=10.214.0.11:443", nil, "the address is not IPv4"},
+		{"two equals", "api.anthropic.com=10.214.0.11=x", nil, "the address is not IPv4"},
+		{"duplicate", "a.test=10.0.0.1,A.test=10.0.0.2", nil, "a.test is given twice"},
+		{"one of the world's own", "allowed.sharness.test=10.0.0.1", nil, "allowed.sharness.test is one of the world's own names"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseHosts(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+				t.Errorf("zone (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAnswerExtraHosts: an extra host answers like the world's own; its subdomains do not.
+func TestAnswerExtraHosts(t *testing.T) {
+	extra, err := parseHosts("api.anthropic.com=10.214.0.11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	z := newZone(self)
+	maps.Copy(z, extra)
+	for i, tt := range []struct {
+		qname string
+		want  reply
+	}{
+		{"api.anthropic.com.", reply{AA: true, A: []netip.Addr{netip.MustParseAddr("10.214.0.11")}}},
+		{"API.ANTHROPIC.COM.", reply{AA: true, A: []netip.Addr{netip.MustParseAddr("10.214.0.11")}}},
+		{"x.api.anthropic.com.", reply{RCode: dnsmessage.RCodeNameError, AA: true}},
+		{"anthropic.com.", reply{RCode: dnsmessage.RCodeNameError, AA: true}},
+		{"allowed.sharness.test.", reply{AA: true, A: []netip.Addr{self}}},
+	} {
+		out, _, ok := z.answer(query(t, uint16(i), tt.qname, dnsmessage.TypeA))
+		if !ok {
+			t.Fatalf("%s: dropped", tt.qname)
+		}
+		if diff := cmp.Diff(tt.want, parseReply(t, out, uint16(i)), cmp.Comparer(func(a, b netip.Addr) bool { return a == b })); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tt.qname, diff)
+		}
 	}
 }
 

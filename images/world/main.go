@@ -17,7 +17,9 @@
 //	sharness-world health   the healthcheck: the CA file is written and DNS answers
 //
 // Environment: WORLD_ADDR (required), the IPv4 address allowed/denied.sharness.test resolve to,
-// the world's own; WORLD_CA_DIR (/world-ca); WORLD_REPO (/srv/repo.git).
+// the world's own; WORLD_CA_DIR (/world-ca); WORLD_REPO (/srv/repo.git); WORLD_EXTRA_HOSTS
+// (optional), more names for the zone as comma-separated name=IPv4 pairs, such as
+// "api.anthropic.com=10.214.0.11" to send the model path to the offline model.
 //
 // Exit codes: 0 stopped on a signal, or healthy; 1 failed, or unhealthy; 2 usage error.
 package main
@@ -31,6 +33,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -39,10 +42,13 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sharness-ai/sharness/internal/testca"
 )
 
 type config struct {
 	addr  netip.Addr // what the zone answers for the test hosts
+	extra zone       // WORLD_EXTRA_HOSTS
 	caDir string
 	repo  string
 }
@@ -76,20 +82,25 @@ func configFrom(getenv func(string) string) (config, error) {
 	if err != nil || !a.Is4() {
 		return config{}, fmt.Errorf("WORLD_ADDR %q is not an IPv4 address (the address the world's names resolve to)", getenv("WORLD_ADDR"))
 	}
-	return config{addr: a, caDir: cmp.Or(getenv("WORLD_CA_DIR"), "/world-ca"), repo: cmp.Or(getenv("WORLD_REPO"), "/srv/repo.git")}, nil
+	extra, err := parseHosts(getenv("WORLD_EXTRA_HOSTS"))
+	if err != nil {
+		return config{}, err
+	}
+	return config{addr: a, extra: extra, caDir: cmp.Or(getenv("WORLD_CA_DIR"), "/world-ca"), repo: cmp.Or(getenv("WORLD_REPO"), "/srv/repo.git")}, nil
 }
 
 // run writes the CA certificate, opens every listener, then serves them all until ctx ends or
 // one fails.
 func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) error {
-	cert, caPEM, err := issue(names, time.Now())
+	cert, caPEM, err := testca.Issue("sharness-world throwaway CA", names, time.Now())
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(cfg.caDir, "ca.pem", caPEM); err != nil {
+	if err := testca.WriteAtomic(cfg.caDir, "ca.pem", caPEM); err != nil {
 		return err
 	}
 	ev, z := newEvents(stdout), newZone(cfg.addr)
+	maps.Copy(z, cfg.extra)
 	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	web := &http.Server{Handler: handler("", ev), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
@@ -134,7 +145,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) er
 		<-ctx.Done()
 		closeAll()
 	}()
-	log.Info("sharness-world serving", "addr", cfg.addr.String(), "ca", filepath.Join(cfg.caDir, "ca.pem"))
+	log.Info("sharness-world serving", "addr", cfg.addr.String(), "ca", filepath.Join(cfg.caDir, "ca.pem"), "extra_hosts", cfg.extra)
 	errc := make(chan error, len(services))
 	for i, s := range services {
 		go func() { errc <- s.serve(opened[i]) }()

@@ -2,18 +2,13 @@ package main
 
 import (
 	"bytes"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
-	"io"
-	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // syncBuffer is a bytes.Buffer safe for the servers' goroutines.
@@ -78,78 +73,18 @@ func TestHandler(t *testing.T) {
 	}
 }
 
-func TestIssue(t *testing.T) {
-	now := time.Now()
-	cert, caPEM, err := issue(names, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, _ := pem.Decode(caPEM)
-	if block == nil || block.Type != "CERTIFICATE" {
-		t.Fatalf("CA PEM = %q", caPEM)
-	}
-	ca, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !ca.IsCA || !ca.MaxPathLenZero || ca.MaxPathLen != 0 {
-		t.Errorf("CA: IsCA %v, path length zero %v", ca.IsCA, ca.MaxPathLenZero)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range append(names, "other.sharness.test") {
-		_, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: pool, CurrentTime: now})
-		if want := name != "other.sharness.test"; (err == nil) != want {
-			t.Errorf("verify for %s: %v, want ok=%v", name, err, want)
-		}
-	}
-	// A TLS client that trusts only the CA completes a handshake for each name.
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
-	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	srv.StartTLS()
-	defer srv.Close()
-	for _, name := range names {
-		c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{ServerName: name, RootCAs: pool})
-		if err != nil {
-			t.Errorf("handshake for %s: %v", name, err)
-			continue
-		}
-		c.Close()
-	}
-}
-
-func TestWriteAtomic(t *testing.T) {
-	dir := t.TempDir()
-	for _, data := range []string{"first", "second"} {
-		if err := writeAtomic(dir, "ca.pem", []byte(data)); err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
-		if err != nil || string(got) != data {
-			t.Errorf("ca.pem = %q, %v; want %q", got, err, data)
-		}
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("dir holds %d entries, want only ca.pem (no temporary left)", len(entries))
-	}
-	if st, err := os.Stat(filepath.Join(dir, "ca.pem")); err != nil || st.Mode().Perm() != 0o644 {
-		t.Errorf("ca.pem mode = %v, %v; want 0644", st.Mode(), err)
-	}
-	if err := writeAtomic(filepath.Join(dir, "missing"), "ca.pem", nil); err == nil {
-		t.Error("writing into a missing directory succeeded")
-	}
-}
-
 func TestConfigFrom(t *testing.T) {
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	cfg, err := configFrom(env(map[string]string{"WORLD_ADDR": "172.30.99.10"}))
-	if err != nil || cfg.addr != self || cfg.caDir != "/world-ca" || cfg.repo != "/srv/repo.git" {
+	if err != nil || cfg.addr != self || cfg.caDir != "/world-ca" || cfg.repo != "/srv/repo.git" || len(cfg.extra) != 0 {
 		t.Errorf("configFrom = %+v, %v", cfg, err)
+	}
+	cfg, err = configFrom(env(map[string]string{"WORLD_ADDR": "172.30.99.10", "WORLD_EXTRA_HOSTS": "api.anthropic.com=10.214.0.11"}))
+	if err != nil || cfg.extra["api.anthropic.com"] != netip.MustParseAddr("10.214.0.11") {
+		t.Errorf("configFrom with WORLD_EXTRA_HOSTS = %+v, %v", cfg, err)
+	}
+	if _, err := configFrom(env(map[string]string{"WORLD_ADDR": "172.30.99.10", "WORLD_EXTRA_HOSTS": "api.anthropic.com"})); err == nil {
+		t.Error("a bad WORLD_EXTRA_HOSTS was accepted")
 	}
 	for _, bad := range []string{"", "nope", "::1", "172.30.99.10:53"} {
 		if _, err := configFrom(env(map[string]string{"WORLD_ADDR": bad})); err == nil {

@@ -1,4 +1,10 @@
-package main
+// Package testca is the throwaway certificate authority of the offline test fixtures (the world
+// and the model images): a CA made at start whose key is dropped at once, one server leaf, and
+// the CA certificate written atomically where the stack's clients read it.
+//
+// What it does not guarantee: anything a real CA does. Its certificates exist for one test run;
+// trusting one outside a test is a hole, and nothing here prevents it.
+package testca
 
 import (
 	"cmp"
@@ -16,22 +22,22 @@ import (
 	"time"
 )
 
-// certLifetime covers one test run with room to spare; the CA dies with the process.
-const certLifetime = 24 * time.Hour
+// Lifetime covers one test run with room to spare; the CA dies with the process.
+const Lifetime = 24 * time.Hour
 
-// issue makes a throwaway CA (ECDSA P-256, path length 0) and a server leaf for names signed
-// by it. It returns the leaf with its chain and the CA certificate in PEM. The CA key is never
-// written anywhere and is dropped when issue returns.
-func issue(names []string, now time.Time) (tls.Certificate, []byte, error) {
+// Issue makes a throwaway CA (ECDSA P-256, path length 0) named caName and a server leaf for
+// names signed by it. It returns the leaf with its chain and the CA certificate in PEM. The CA
+// key is never written anywhere and is dropped when Issue returns.
+func Issue(caName string, names []string, now time.Time) (tls.Certificate, []byte, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, nil, fmt.Errorf("generate CA key: %w", err)
 	}
 	ca := &x509.Certificate{
 		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: "sharness-world throwaway CA"},
+		Subject:               pkix.Name{CommonName: caName},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(certLifetime),
+		NotAfter:              now.Add(Lifetime),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -53,7 +59,7 @@ func issue(names []string, now time.Time) (tls.Certificate, []byte, error) {
 		Subject:      pkix.Name{CommonName: names[0]},
 		DNSNames:     names,
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(certLifetime),
+		NotAfter:     now.Add(Lifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
@@ -70,10 +76,10 @@ func serial() *big.Int {
 	return n
 }
 
-// writeAtomic writes data to dir/name through a temporary file and a rename, so that a reader
-// polling for the file never sees it half written. The file is readable by every uid (the agent
-// mounts the folder read-only).
-func writeAtomic(dir, name string, data []byte) error {
+// WriteAtomic writes data to dir/name through a temporary file and a rename, so that a reader
+// polling for the file never sees it half written. The file is readable by every uid (its
+// readers mount the folder read-only under their own uids).
+func WriteAtomic(dir, name string, data []byte) error {
 	f, err := os.CreateTemp(dir, "."+name+".*")
 	if err == nil {
 		defer os.Remove(f.Name()) // a no-op after the rename

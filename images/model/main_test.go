@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sharness-ai/sharness/internal/testca"
+)
+
+func TestConfigFrom(t *testing.T) {
+	sum := sha256.Sum256([]byte(testKey))
+	keyHex := hex.EncodeToString(sum[:])
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    config
+		wantErr string
+	}{
+		{"defaults", nil, nil, config{listen: ":443", recordListen: ":8099", caDir: "/model-ca"}, ""},
+		{"environment", nil, map[string]string{"MODEL_LISTEN": ":1443", "MODEL_RECORD_LISTEN": ":1", "MODEL_CA_DIR": "/x", "MODEL_EXPECT_KEY_SHA256": keyHex},
+			config{listen: ":1443", recordListen: ":1", caDir: "/x", keyHash: sum[:]}, ""},
+		{"upper-case hex", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": strings.ToUpper(keyHex)},
+			config{listen: ":443", recordListen: ":8099", caDir: "/model-ca", keyHash: sum[:]}, ""},
+		{"health", []string{"health"}, map[string]string{"MODEL_LISTEN": ":1443"},
+			config{listen: ":1443", recordListen: ":8099", caDir: "/model-ca", health: true}, ""},
+		{"short hash", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": keyHex[:62]}, config{}, "is not 64 hex digits"},
+		{"not hex", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": "z" + keyHex[1:]}, config{}, "is not 64 hex digits"},
+		{"the key itself", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": testKey}, config{}, "is not 64 hex digits"},
+		{"unknown verb", []string{"serve"}, nil, config{}, "unknown arguments"},
+		{"a flag", []string{"-listen", ":1"}, nil, config{}, "unknown arguments"},
+		{"health and more", []string{"health", "now"}, nil, config{}, "unknown arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := configFrom(tt.args, func(k string) string { return tt.env[k] })
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(config{})); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestRun runs the binary's server on loopback: the SDK over TLS trusting only ca.pem, the
+// record on its own listener, the healthcheck, and a clean stop.
+func TestRun(t *testing.T) {
+	cfg := config{listen: "127.0.0.1:0", recordListen: "127.0.0.1:0", caDir: t.TempDir()}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs, done := &syncBuffer{}, make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil))) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("run did not stop")
+		}
+	}()
+	// The serving line names both addresses; the healthcheck dials the API's.
+	var serving struct{ Msg, API, Record string }
+	for i := 0; i < 200 && serving.API == ""; i++ {
+		time.Sleep(10 * time.Millisecond)
+		for _, line := range strings.Split(logs.String(), "\n") {
+			if json.Unmarshal([]byte(line), &serving) == nil && serving.Msg == "sharness-model serving" {
+				break
+			}
+			serving.API = ""
+		}
+	}
+	if serving.API == "" {
+		t.Fatalf("no serving line in the log:\n%s", logs.String())
+	}
+	cfg.listen = serving.API
+	if err := health(ctx, cfg); err != nil {
+		t.Fatalf("health once serving: %v", err)
+	}
+	pemBytes, err := os.ReadFile(filepath.Join(cfg.caDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	// The SDK dials api.anthropic.com, which only the loopback listener answers here.
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, serving.API)
+		}}
+	c := anthropic.NewClient(option.WithBaseURL("https://api.anthropic.com"), option.WithAPIKey(testKey),
+		option.WithHTTPClient(&http.Client{Transport: tr}), option.WithMaxRetries(0))
+	var raw *http.Response
+	m, err := c.Messages.New(ctx, anthropic.MessageNewParams{Model: "m", MaxTokens: 50, Messages: []anthropic.MessageParam{user("over TLS")}},
+		option.WithResponseInto(&raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.ProtoMajor != 2 {
+		t.Errorf("protocol = %s, want HTTP/2 (as the real API offers)", raw.Proto)
+	}
+	if want := "offline model: 1 messages, last user text: over TLS"; m.Content[0].Text != want {
+		t.Errorf("reply = %q, want %q", m.Content[0].Text, want)
+	}
+	resp, err := http.Get("http://" + serving.Record + "/_record")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r recordJSON
+	b, _ := io.ReadAll(resp.Body)
+	if err := json.Unmarshal(b, &r); err != nil || len(r.Requests) != 1 || !strings.Contains(r.Requests[0].Body, "over TLS") {
+		t.Errorf("record = %s, %v; want the one request", b, err)
+	}
+	// A stale CA (another run's) or no certificate at all fails the healthcheck.
+	_, stale, err := testca.Issue("stale", []string{apiHost}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range [][]byte{stale, []byte("not a certificate")} {
+		if err := testca.WriteAtomic(cfg.caDir, "ca.pem", bad); err != nil {
+			t.Fatal(err)
+		}
+		if err := health(ctx, cfg); err == nil {
+			t.Errorf("health passed with ca.pem = %.40q", bad)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
