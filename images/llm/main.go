@@ -1,0 +1,145 @@
+// Command sharness-llm is the llm component: the agent's only way to the model. It serves the
+// Messages API on :8080 (plain HTTP on the agent's edge network: membership is the agent's
+// identity), checks every request against the policy's business.llm rules (internal/messages),
+// runs the secret filter over what the agent sends, drops the agent's placeholder key, adds the
+// real one (opened by kms over mTLS, for one request or key_cache_seconds), and sends the
+// request through net's mTLS proxy to the upstream, relaying streams event by event.
+//
+// What it does not guarantee: see internal/messages (the filter sees text, not intent). The
+// session budget counts the usage the upstream reports, after each response: requests in flight
+// together can overshoot it, and a stream the agent cuts is counted as far as it was read. The
+// key is a Go string in the upstream request's headers for the request's lifetime, which no
+// scrubbing reaches.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sharness-ai/sharness/internal/messages"
+	"github.com/sharness-ai/sharness/internal/mtls"
+	"github.com/sharness-ai/sharness/internal/session"
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+type config struct {
+	policyDir string
+	listen    string // the agent edge
+	net       string // net's mTLS proxy listener
+	kms       string // kms's base URL
+	unsafeCA  string // a PEM CA the upstream may chain to; offline test worlds only
+}
+
+func main() {
+	cfg := config{policyDir: session.PolicyDir}
+	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_LLM_LISTEN"), ":8080"), "address of the Messages API listener for the agent (env SHARNESS_AI_LLM_LISTEN)")
+	flag.StringVar(&cfg.net, "net", cmp.Or(os.Getenv("SHARNESS_AI_LLM_NET"), "net:3129"), "net's mTLS proxy listener (env SHARNESS_AI_LLM_NET)")
+	flag.StringVar(&cfg.kms, "kms", cmp.Or(os.Getenv("SHARNESS_AI_LLM_KMS"), "https://kms:8443"), "kms's base URL (env SHARNESS_AI_LLM_KMS)")
+	flag.StringVar(&cfg.unsafeCA, "unsafe-ca-for-tests", os.Getenv("SHARNESS_AI_LLM_UNSAFE_CA_FOR_TESTS"), "PEM file of an extra CA the upstream may chain to, for an offline test world only (env SHARNESS_AI_LLM_UNSAFE_CA_FOR_TESTS)")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("sharness-llm stopped", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	m, c, err := session.Load(cfg.policyDir, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if c.Kind != pbp.KindLLM {
+		return fmt.Errorf("refusing to start: component %s is kind %s, not %s", c.Name, c.Kind, pbp.KindLLM)
+	}
+	rules, err := messages.Compile(c.Business.LLM)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	filter, err := newFilter(rules.FilterRules())
+	if err != nil {
+		return fmt.Errorf("refusing to start: secret filter: %w", err)
+	}
+	pool, err := roots(cfg.unsafeCA)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	if cfg.unsafeCA != "" {
+		log.Warn("UNSAFE: the upstream may chain to an extra CA; this is for an offline test world only", "ca", cfg.unsafeCA)
+	}
+	src, err := mtls.Source(ctx) // llm has no way out without its identity: fail closed
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	netName, err := peerOfKind(m, c.Name, pbp.KindNet)
+	if err != nil {
+		return err
+	}
+	kmsName, err := peerOfKind(m, c.Name, pbp.KindKMS)
+	if err != nil {
+		return err
+	}
+	netTLS, err := mtls.ClientConfig(src, src, m, c.Name, netName)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	kmsTLS, err := mtls.ClientConfig(src, src, m, c.Name, kmsName)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	keySrc, err := newKeySource(&http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: kmsTLS, ForceAttemptHTTP2: true}}, cfg.kms, m.Hash)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	s := newServer(rules, filter, keySrc, upstreamTransport(tunnel(cfg.net, netTLS), pool), log)
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	// No WriteTimeout: a stream lasts as long as the model writes (DESIGN.md §10).
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("sharness-llm serving", "policy", m.Hash, "listen", cfg.listen, "upstream", rules.Upstream().String(),
+		"net", cfg.net, "kms", cfg.kms, "key_cache", rules.KeyCache().String(), "redact", rules.Redact(), "budget", rules.Budget())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// peerOfKind names the one component of kind k that self has an edge to.
+func peerOfKind(m *pbp.Manifest, self string, k pbp.Kind) (string, error) {
+	var found []string
+	for _, e := range m.Edges {
+		if p := m.Component(e.To); e.From == self && p != nil && p.Kind == k {
+			found = append(found, p.Name)
+		}
+	}
+	if len(found) != 1 {
+		return "", fmt.Errorf("refusing to start: %s needs exactly one edge to a %s component, the policy has %d", self, k, len(found))
+	}
+	return found[0], nil
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sharness-ai/sharness/internal/messages"
+)
+
+const (
+	maxBody     = 32 << 20 // request bodies: long agent sessions carry whole files
+	maxResponse = 64 << 20 // non-streaming responses, read whole for their usage
+)
+
+// KeySource opens the API key by its secret name; *kms.Client is one.
+type KeySource interface {
+	Unwrap(ctx context.Context, name string) ([]byte, error)
+}
+
+// secretFilter is the secret filter llm holds: *secretfilter.Filter, which is safe for
+// concurrent use, AddSecret included.
+type secretFilter interface {
+	messages.Scanner
+	AddSecret(name string, secret []byte)
+}
+
+// server is llm's HTTP handler for the agent edge.
+type server struct {
+	rules    *messages.Rules
+	filter   secretFilter
+	keys     *keys
+	upstream *url.URL
+	client   *http.Client
+	log      *slog.Logger
+	spent    atomic.Int64 // session tokens used so far
+}
+
+func newServer(rules *messages.Rules, f secretFilter, src KeySource, rt http.RoundTripper, log *slog.Logger) *server {
+	s := &server{rules: rules, filter: f, upstream: rules.Upstream(), log: log,
+		// No client timeout: a stream lasts as long as the model writes; the agent's
+		// cancellation (the request context) ends it.
+		client: &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	s.keys = &keys{src: src, name: rules.KeySecret(), ttl: rules.KeyCache(), now: time.Now, seen: map[[32]byte]bool{},
+		learn: func(k []byte) { s.filter.AddSecret("llm-api-key", k) }}
+	return s
+}
+
+// Request headers passed to the upstream, and response headers passed back; every other
+// header (the agent's x-api-key and Authorization first) is dropped.
+var (
+	requestHeaders  = []string{"anthropic-version", "anthropic-beta", "accept"}
+	responseHeaders = []string{"content-type", "request-id", "retry-after", "retry-after-ms", "x-should-retry"}
+	modelID         = regexp.MustCompile(`^[A-Za-z0-9._:@-]{1,128}$`)
+)
+
+// record is the one audit line of a request; it never holds content or keys.
+type record struct {
+	method, path, model, reason, requestID string
+	stream, redacted                       bool
+	status                                 int
+	usage                                  messages.Usage
+	tools, hits, where                     []string
+}
+
+func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &record{method: r.Method, path: r.URL.Path}
+	defer func() {
+		s.log.Info("llm request", "method", rec.method, "path", rec.path, "model", rec.model,
+			"stream", rec.stream, "status", rec.status, "reason", rec.reason,
+			"input_tokens", rec.usage.Input, "cache_creation_tokens", rec.usage.CacheCreation,
+			"cache_read_tokens", rec.usage.CacheRead, "output_tokens", rec.usage.Output,
+			"tools", rec.tools, "filter_hits", rec.hits, "filter_where", rec.where, "redacted", rec.redacted,
+			"request_id", rec.requestID, "spent", s.spent.Load(), "duration_ms", time.Since(start).Milliseconds())
+	}()
+	p := r.URL.Path
+	switch {
+	case r.Method == http.MethodPost && p == "/v1/messages":
+		s.messages(w, r, rec, messages.Create)
+	case r.Method == http.MethodPost && p == "/v1/messages/count_tokens":
+		s.messages(w, r, rec, messages.CountTokens)
+	case r.Method == http.MethodGet && (p == "/v1/models" || strings.HasPrefix(p, "/v1/models/") && modelID.MatchString(p[len("/v1/models/"):])):
+		q := url.Values{}
+		for _, k := range []string{"limit", "after_id", "before_id"} {
+			if v := r.URL.Query().Get(k); v != "" {
+				q.Set(k, v)
+			}
+		}
+		if ref := messages.CheckBetas(s.rules, r.Header.Values("anthropic-beta")); ref != nil {
+			s.refuse(w, rec, ref)
+			return
+		}
+		s.forward(w, r, rec, p, q, nil, false)
+	default:
+		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonNotFound, Status: http.StatusNotFound, Type: "not_found_error",
+			Message: "llm: no such endpoint (llm serves POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models)"})
+	}
+}
+
+func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, ep messages.Endpoint) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonTooLarge, Status: http.StatusRequestEntityTooLarge, Type: "request_too_large",
+				Message: "llm: the request body is larger than " + strconv.Itoa(maxBody>>20) + " MiB"})
+			return
+		}
+		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonBadJSON, Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "llm: could not read the request body"})
+		return
+	}
+	req, ref := messages.Parse(body)
+	if ref == nil {
+		rec.model, rec.stream, rec.tools = req.Model, req.Stream && ep == messages.Create, req.Tools
+		ref = messages.Check(s.rules, req, ep, r.Header.Values("anthropic-beta"))
+	}
+	// The budget is checked before the call and charged after it, so requests in flight
+	// together can overshoot it by their own size; a spent budget refuses everything after.
+	if spent := s.spent.Load(); ref == nil && ep == messages.Create && spent >= s.rules.Budget() {
+		ref = &messages.Refusal{Reason: messages.ReasonBudget, Status: http.StatusForbidden, Type: "permission_error",
+			Message: "llm: the session token budget is spent (" + strconv.FormatInt(spent, 10) + " of " + strconv.FormatInt(s.rules.Budget(), 10) + " tokens, business.llm.session_token_budget); start a new session"}
+	}
+	if ref == nil {
+		var f messages.Findings
+		f, ref = messages.Secrets(s.filter, req, s.rules.Redact())
+		rec.hits, rec.where, rec.redacted = f.Rules, f.Where, req.Redacted()
+	}
+	if ref != nil {
+		s.refuse(w, rec, ref)
+		return
+	}
+	if body, err = req.Body(); err != nil {
+		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonBadJSON, Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "llm: could not re-encode the request"})
+		return
+	}
+	q := url.Values{}
+	if r.URL.Query().Get("beta") == "true" { // the SDK's beta client adds it
+		q.Set("beta", "true")
+	}
+	s.forward(w, r, rec, r.URL.Path, q, body, ep == messages.Create)
+}
+
+// forward sends one checked request upstream with the real key and relays the answer; with
+// charge, its usage counts against the session budget.
+func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, path string, q url.Values, body []byte, charge bool) {
+	key, err := s.keys.get(r.Context())
+	if err != nil {
+		s.log.Warn("llm: kms did not give the key", "error", err.Error())
+		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonKey, Status: http.StatusServiceUnavailable, Type: "api_error",
+			Message: "llm: the API key is unavailable (" + truncate(err.Error(), 200) + ")"})
+		return
+	}
+	u := *s.upstream
+	u.Path, u.RawQuery = path, q.Encode()
+	method, rd := http.MethodGet, io.Reader(nil)
+	if body != nil {
+		method, rd = http.MethodPost, bytes.NewReader(body)
+	}
+	up, err := http.NewRequestWithContext(r.Context(), method, u.String(), rd)
+	if err != nil {
+		clear(key)
+		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonUpstream, Status: http.StatusBadGateway, Type: "api_error", Message: "llm: could not build the upstream request"})
+		return
+	}
+	for _, h := range requestHeaders {
+		for _, v := range r.Header.Values(h) {
+			up.Header.Add(h, v)
+		}
+	}
+	if body != nil {
+		up.Header.Set("content-type", "application/json")
+	}
+	up.Header.Set("accept-encoding", "identity") // relay and count what we read, uncompressed
+	up.Header.Set("user-agent", "sharness-llm")
+	// Go strings cannot be scrubbed: this copy of the key lives until the collector takes it.
+	up.Header.Set("x-api-key", string(key))
+	clear(key)
+	resp, err := s.client.Do(up)
+	if err != nil {
+		s.log.Warn("llm: upstream request failed", "error", err.Error())
+		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonUpstream, Status: http.StatusBadGateway, Type: "api_error", Message: "llm: the model API could not be reached"})
+		return
+	}
+	defer resp.Body.Close()
+	for k, vs := range resp.Header {
+		if lk := strings.ToLower(k); slices.Contains(responseHeaders, lk) || strings.HasPrefix(lk, "anthropic-ratelimit-") {
+			w.Header()[k] = vs
+		}
+	}
+	rec.status, rec.requestID = resp.StatusCode, resp.Header.Get("request-id")
+	w.WriteHeader(resp.StatusCode)
+	var usage messages.Usage
+	if strings.HasPrefix(resp.Header.Get("content-type"), "text/event-stream") {
+		rc := http.NewResponseController(w)
+		usage, err = messages.Relay(w, func() { _ = rc.Flush() }, resp.Body)
+	} else {
+		var b []byte
+		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxResponse+1))
+		switch {
+		case rerr != nil:
+			err = rerr
+		case len(b) > maxResponse:
+			err = errors.New("response larger than the limit")
+		default:
+			usage = messages.UsageOf(b)
+			_, err = w.Write(b)
+		}
+	}
+	rec.usage = usage
+	if charge {
+		s.spent.Add(usage.Total())
+	}
+	if err != nil {
+		// Headers are gone: abort the connection so the agent sees a cut stream, not an end.
+		rec.reason = "relay: " + truncate(err.Error(), 200)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *server) refuse(w http.ResponseWriter, rec *record, ref *messages.Refusal) {
+	rec.status, rec.reason = ref.Status, string(ref.Reason)
+	w.Header().Set("content-type", "application/json")
+	w.Header().Set("x-sharness-deny", string(ref.Reason))
+	w.WriteHeader(ref.Status)
+	_, _ = w.Write(messages.ErrorBody(ref.Type, ref.Message))
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+// tunnel returns a DialContext that reaches addr only through net's mTLS proxy listener: TCP to
+// proxy, mutual TLS with llm's SVID (conf, from mtls.ClientConfig), CONNECT addr, then the
+// connection is the tunnel. The http.Transport then speaks TLS to the upstream over it, so net
+// sees the SNI and nothing else.
+func tunnel(proxy string, conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, _, addr string) (net.Conn, error) {
+		var d net.Dialer
+		raw, err := d.DialContext(ctx, "tcp", proxy)
+		if err != nil {
+			return nil, fmt.Errorf("dial net at %s: %w", proxy, err)
+		}
+		conn := tls.Client(raw, conf)
+		ok := false
+		defer func() {
+			if !ok {
+				conn.Close()
+			}
+		}()
+		deadline, has := ctx.Deadline()
+		if !has {
+			deadline = time.Now().Add(30 * time.Second)
+		}
+		_ = conn.SetDeadline(deadline)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			return nil, fmt.Errorf("mTLS to net at %s: %w", proxy, err)
+		}
+		if _, err := fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", addr, addr); err != nil {
+			return nil, fmt.Errorf("CONNECT %s through net: %w", addr, err)
+		}
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+		if err != nil {
+			return nil, fmt.Errorf("CONNECT %s through net: %w", addr, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("CONNECT %s through net: %s (deny: %q)", addr, resp.Status, resp.Header.Get("X-Sharness-Deny"))
+		}
+		// The upstream speaks only after our ClientHello, so nothing may be buffered yet.
+		if br.Buffered() > 0 {
+			return nil, fmt.Errorf("CONNECT %s through net: data before the tunnel opened", addr)
+		}
+		_ = conn.SetDeadline(time.Time{})
+		ok = true
+		return conn, nil
+	}
+}
+
+// upstreamTransport is the HTTP client transport to the model API through dial. It never reads
+// proxy settings from the environment: net is the only way out.
+func upstreamTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error), roots *x509.CertPool) *http.Transport {
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         dial,
+		TLSClientConfig:     &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:   true,
+		TLSHandshakeTimeout: 15 * time.Second,
+		MaxIdleConnsPerHost: 16,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+// roots is the system's roots, plus the CA in the PEM file unsafeCA when it is set (an offline
+// test world's model API).
+func roots(unsafeCA string) (*x509.CertPool, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		return nil, fmt.Errorf("system roots: %w", err)
+	}
+	if unsafeCA == "" {
+		return pool, nil
+	}
+	pem, err := os.ReadFile(unsafeCA)
+	if err != nil {
+		return nil, fmt.Errorf("read unsafe CA %s: %w", unsafeCA, err)
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("unsafe CA %s: no PEM certificate", unsafeCA)
+	}
+	return pool, nil
+}

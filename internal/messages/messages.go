@@ -1,0 +1,170 @@
+// Package messages is llm's reading of Anthropic Messages API traffic: it parses request bodies
+// strictly, decides whether a request may go to the model provider under the policy's
+// business.llm rules, runs the secret filter over what the agent sends, hashes tool lists for
+// pinning, relays server-sent event streams and reads token usage. It is pure: no network, no
+// logging; images/llm does the I/O.
+//
+// What it does not guarantee: that a request passing every check is harmless. The secret filter
+// sees text, not intent: an agent that encodes a secret it knows (base64, spelled backwards,
+// split across turns) gets it past any filter. Assistant turns, tool_use inputs and base64
+// images and documents are not scanned (see Secrets). Usage figures are the upstream's own.
+package messages
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+// Rules are a composed policy's business.llm block, checked and compiled for decisions.
+type Rules struct {
+	upstream    *url.URL
+	models      set
+	maxTokens   int64
+	budget      int64
+	redact      bool
+	betas       set
+	serverTools set
+	mcpServers  set
+	extraFields set
+	tools       set
+	keySecret   string
+	keyCache    time.Duration
+	filterRules []pbp.FilterRule
+}
+
+type set map[string]bool
+
+func newSet(p *[]string) set {
+	s := set{}
+	if p != nil {
+		for _, v := range *p {
+			s[v] = true
+		}
+	}
+	return s
+}
+
+// Compile checks r and returns the rules llm decides with. It refuses (so llm refuses to start)
+// unless upstream, models, max_tokens, session_token_budget and key_secret are set; an unset
+// allowlist allows nothing.
+func Compile(r *pbp.LLMRules) (*Rules, error) {
+	if r == nil {
+		return nil, errors.New("business.llm is not set")
+	}
+	u, err := url.Parse(r.Upstream)
+	switch {
+	case r.Upstream == "":
+		return nil, errors.New("business.llm.upstream is not set")
+	case err != nil:
+		return nil, fmt.Errorf("business.llm.upstream: %w", err)
+	// Only https: the key travels in the request, and net's tunnel is opaque to it.
+	case u.Scheme != "https" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("business.llm.upstream %q: want https://host[:port] and nothing else", r.Upstream)
+	case r.Models == nil || len(*r.Models) == 0:
+		return nil, errors.New("business.llm.models is not set")
+	case r.MaxTokens == nil || *r.MaxTokens <= 0:
+		return nil, errors.New("business.llm.max_tokens is not set (or not positive)")
+	case r.Budget == nil || *r.Budget <= 0:
+		return nil, errors.New("business.llm.session_token_budget is not set (or not positive)")
+	case r.KeySecret == "":
+		return nil, errors.New("business.llm.key_secret is not set")
+	case r.OnSecret != "" && r.OnSecret != "refuse" && r.OnSecret != "redact":
+		return nil, fmt.Errorf("business.llm.on_secret %q: want refuse or redact", r.OnSecret)
+	case r.KeyCacheSeconds != nil && *r.KeyCacheSeconds < 0:
+		return nil, errors.New("business.llm.key_cache_seconds is negative")
+	}
+	u.Path = ""
+	rules := &Rules{
+		upstream: u, models: newSet(r.Models), maxTokens: int64(*r.MaxTokens), budget: int64(*r.Budget),
+		redact: r.OnSecret == "redact", betas: newSet(r.Betas), serverTools: newSet(r.ServerTools),
+		mcpServers: newSet(r.MCPServers), extraFields: newSet(r.ExtraFields), tools: newSet(r.Tools),
+		keySecret: r.KeySecret, filterRules: r.FilterRules,
+	}
+	if r.KeyCacheSeconds != nil {
+		rules.keyCache = time.Duration(*r.KeyCacheSeconds) * time.Second
+	}
+	return rules, nil
+}
+
+// Upstream is the provider's base URL, https://host[:port].
+func (r *Rules) Upstream() *url.URL { u := *r.upstream; return &u }
+
+// Budget is the session's token budget: input, cache and output tokens together.
+func (r *Rules) Budget() int64 { return r.budget }
+
+// KeySecret names the sealed secret kms opens for the API key.
+func (r *Rules) KeySecret() string { return r.keySecret }
+
+// KeyCache is how long an opened key may be kept; 0 means ask kms for every request.
+func (r *Rules) KeyCache() time.Duration { return r.keyCache }
+
+// Redact reports whether on_secret is redact (otherwise a secret refuses the request).
+func (r *Rules) Redact() bool { return r.redact }
+
+// FilterRules are the policy's extra secret-filter rules.
+func (r *Rules) FilterRules() []pbp.FilterRule { return r.filterRules }
+
+// Reason names why a request was refused. It goes to the agent, the audit line and the
+// X-Sharness-Deny header; it never carries request content.
+type Reason string
+
+// The refusals. Each check in this package has its own.
+const (
+	ReasonBadJSON        Reason = "invalid_json"         // not one strict JSON object
+	ReasonBadField       Reason = "invalid_field"        // a known field of the wrong type or shape
+	ReasonUnknownField   Reason = "unknown_field"        // a top-level field neither known nor in extra_fields
+	ReasonModel          Reason = "model_not_allowed"    // model missing or not in models
+	ReasonMaxTokens      Reason = "max_tokens"           // missing, not positive, or above the cap
+	ReasonBeta           Reason = "beta_not_allowed"     // an anthropic-beta value not in betas
+	ReasonServerTool     Reason = "server_tool"          // a provider-executed tool type not in server_tools
+	ReasonToolsNotPinned Reason = "tools_not_pinned"     // the client tools' hash is not in tools
+	ReasonMCPServer      Reason = "mcp_server"           // an mcp_servers URL not in mcp_servers
+	ReasonSecret         Reason = "secret"               // the filter found a secret and on_secret is refuse
+	ReasonBudget         Reason = "budget_spent"         // the session token budget is spent
+	ReasonTooLarge       Reason = "too_large"            // body above the cap
+	ReasonNotFound       Reason = "not_found"            // no such endpoint
+	ReasonKey            Reason = "key_unavailable"      // kms could not give the key
+	ReasonUpstream       Reason = "upstream_unreachable" // the provider could not be reached
+)
+
+// Refusal is a request llm will not forward, with what the agent is told. Its Message must
+// never contain request content or a key.
+type Refusal struct {
+	Reason  Reason
+	Status  int    // HTTP status
+	Type    string // Anthropic error type
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// refuse makes a Refusal; policy decisions are 403 permission_error, malformed requests 400.
+func refuse(reason Reason, format string, a ...any) *Refusal {
+	status, typ := http.StatusForbidden, "permission_error"
+	if reason == ReasonBadJSON || reason == ReasonBadField {
+		status, typ = http.StatusBadRequest, "invalid_request_error"
+	}
+	return &Refusal{Reason: reason, Status: status, Type: typ, Message: "llm: " + fmt.Sprintf(format, a...)}
+}
+
+// ErrorBody is the Anthropic error JSON for an error type and message: the shape every client
+// of the API already parses.
+func ErrorBody(typ, message string) []byte {
+	b, _ := json.Marshal(struct {
+		Type  string `json:"type"`
+		Error struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{Type: "error", Error: struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}{typ, message}})
+	return b
+}
