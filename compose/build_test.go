@@ -204,7 +204,7 @@ func TestComposeLoadsAndKeepsThePolicy(t *testing.T) {
 func hasKey[M ~map[string]V, V any](m M, k string) bool { _, ok := m[k]; return ok }
 
 // TestDefaultStackNetworks: in the default stack the launcher has no network at all, the agent
-// only its edge to net, and net alone the egress network.
+// only its edges to net and llm, kms only its edge from llm, and net alone the egress network.
 func TestDefaultStackNetworks(t *testing.T) {
 	files, err := Build(loadFixture(t, "../policies/default"), Options{PolicyDir: "./policies/default"})
 	if err != nil {
@@ -214,7 +214,12 @@ func TestDefaultStackNetworks(t *testing.T) {
 	if got := p.Services["launcher"].NetworkMode; got != "none" {
 		t.Errorf("launcher network_mode: got %q, want none", got)
 	}
-	want := map[string][]string{"agent": {"edge-agent-net"}, "net": {"edge-agent-net", EgressNetwork}}
+	want := map[string][]string{
+		"agent": {"edge-agent-llm", "edge-agent-net"},
+		"llm":   {"edge-agent-llm", "edge-llm-kms", "edge-llm-net"},
+		"kms":   {"edge-llm-kms"},
+		"net":   {"edge-agent-net", "edge-llm-net", EgressNetwork},
+	}
 	for svc, nets := range want {
 		var got []string
 		for n := range p.Services[svc].Networks {

@@ -11,6 +11,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -189,6 +190,20 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 			// placeholder llm throws away.
 			s.Environment["ANTHROPIC_BASE_URL"] = ptr(fmt.Sprintf("http://%s:%d", to.Name, LLMPort))
 			s.Environment["ANTHROPIC_API_KEY"] = ptr(PlaceholderAPIKey)
+		}
+	}
+	if _, proxied := s.Environment["HTTPS_PROXY"]; proxied {
+		// The component's other edges are reached directly: through net they would be refused.
+		var direct []string
+		for _, e := range m.Edges {
+			if to := m.Component(e.To); e.From == c.Name && to.Kind != pbp.KindNet {
+				direct = append(direct, to.Name)
+			}
+		}
+		if len(direct) > 0 {
+			sort.Strings(direct)
+			s.Environment["NO_PROXY"] = ptr(strings.Join(direct, ","))
+			s.Environment["no_proxy"] = ptr(strings.Join(direct, ","))
 		}
 	}
 	if c.Kind == pbp.KindKMS {
