@@ -2,11 +2,11 @@
 # the build is offline (DESIGN.md §8). hack/build-images.sh prepares the bin/ context and builds
 # every target; building this file directly without it fails on the missing bin/ folders.
 
-# agent: the demo agent (today a confinement self-report) and sharness-probe, the side-door
-# suite, with a busybox userland and real curl and git (with git-remote-https) for the allowed
-# paths. bin/agent-rootfs holds /sharness-agent, /sharness-probe, /bin/busybox and its applet
-# links, curl, git and the shared libraries ldd lists for them (the dynamic loader included),
-# /etc/passwd, /tmp.
+# agent: the demo agent (a confinement self-report and a model conversation through llm),
+# sharness-probe (the side-door suite) and sharness-modelprobe (the model path's doors), with a
+# busybox userland and real curl and git (with git-remote-https) for the allowed paths.
+# bin/agent-rootfs holds the three binaries, /bin/busybox and its applet links, curl, git and the
+# shared libraries ldd lists for them (the dynamic loader included), /etc/passwd, /tmp.
 FROM scratch AS agent
 ARG VERSION=dev
 ARG SOURCE=https://github.com/sharness-ai/sharness

@@ -209,9 +209,9 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	if c.Kind == pbp.KindKMS {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: secretsSource, Target: SecretsMount,
 			ReadOnly: true}) // compose creates a missing host folder (create_host_path defaults to true)
-		// Opened secrets and the session identity are locked in memory (internal/kms); the
-		// lock is bounded by the memory limit the policy already sets.
-		s.Ulimits["memlock"] = &types.UlimitsConfig{Soft: int(c.MaxMemory), Hard: int(c.MaxMemory)}
+		// kms locks all its memory (internal/kms/hygiene), which under a finite lock limit would
+		// stop the Go heap from growing; the memory limit the policy sets still bounds it.
+		s.Ulimits["memlock"] = &types.UlimitsConfig{Single: -1}
 	}
 	for _, t := range c.Tmpfs {
 		s.Tmpfs = append(s.Tmpfs, fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%d,mode=1777", t.Path, t.Size))

@@ -88,10 +88,11 @@ prepare_agent() {
 	local rootfs=$BIN/agent-rootfs
 	gobuild ./images/agent "$BIN/sharness-agent"
 	gobuild ./images/probe "$BIN/sharness-probe"
+	gobuild ./images/modelprobe "$BIN/sharness-modelprobe"
 	rm -rf "$rootfs"
 	mkdir -p "$rootfs/etc" "$rootfs/tmp"
 	chmod 1777 "$rootfs/tmp"
-	cp "$BIN/sharness-agent" "$BIN/sharness-probe" "$rootfs/"
+	cp "$BIN/sharness-agent" "$BIN/sharness-probe" "$BIN/sharness-modelprobe" "$rootfs/"
 	busybox_userland "$rootfs"
 	need_tools curl git
 	copy_elf "$rootfs" /usr/bin/curl /usr/bin/git /usr/lib/git-core/git-remote-http

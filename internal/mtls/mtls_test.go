@@ -3,14 +3,11 @@ package mtls
 import (
 	"context"
 	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"net/url"
 	"os"
@@ -24,6 +21,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -36,85 +34,29 @@ func loadFull(t testing.TB) *pbp.Manifest {
 	return m
 }
 
-// testCA is a throwaway session CA for one test.
+// testCA is a throwaway session CA for one test (mtlstest), with the field names the tests and
+// benchmarks of this package use.
 type testCA struct {
+	*mtlstest.CA
 	cert   *x509.Certificate
-	key    *ecdsa.PrivateKey
 	bundle *x509bundle.Bundle
 }
 
 func newCA(t testing.TB, td string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "test session CA"},
-		NotBefore:             time.Now().Add(-time.Minute),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		URIs:                  []*url.URL{{Scheme: "spiffe", Host: td}},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, bundle: x509bundle.FromX509Authorities(spiffeid.RequireTrustDomainFromString(td), []*x509.Certificate{cert})}
+	ca := mtlstest.NewCA(t, td)
+	return &testCA{CA: ca, cert: ca.Cert(), bundle: ca.Bundle()}
 }
 
 func (ca *testCA) issue(t testing.TB, id string) *x509svid.SVID {
 	t.Helper()
-	u, err := url.Parse(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, key := ca.sign(t, u, "")
-	pk, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svid, err := x509svid.ParseRaw(der, pk)
-	if err != nil {
-		t.Fatalf("go-spiffe refuses the test SVID: %v", err)
-	}
-	return svid
+	return ca.SVIDFor(t, id)
 }
 
 // sign issues an end-entity certificate for a SPIFFE ID or a DNS name, with a fresh P-256 key.
 func (ca *testCA) sign(t testing.TB, id *url.URL, dns string) ([]byte, *ecdsa.PrivateKey) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		NotBefore:             time.Now().Add(-time.Minute),
-		NotAfter:              ca.cert.NotAfter,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	if id != nil {
-		tmpl.URIs = []*url.URL{id}
-	}
-	if dns != "" {
-		tmpl.DNSNames = []string{dns}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der, key
+	return ca.Sign(t, id, dns)
 }
 
 // session is a CA and one SVID per component of m.
