@@ -32,13 +32,13 @@ var secretInput io.Reader = os.Stdin
 
 // composeLogs returns the kms container's output as `docker compose logs` prints it. Tests
 // replace it, so the verb is testable without Docker.
-var composeLogs = func(ctx context.Context, project, file string) ([]byte, error) {
+var composeLogs = func(ctx context.Context, project string, files []string) ([]byte, error) {
 	args := []string{"compose"}
 	if project != "" {
 		args = append(args, "-p", project)
 	}
-	if file != "" {
-		args = append(args, "-f", file)
+	for _, f := range files {
+		args = append(args, "-f", f)
 	}
 	cmd := exec.CommandContext(ctx, "docker", append(args, "logs", "--no-log-prefix", "kms")...)
 	var stderr bytes.Buffer
@@ -263,19 +263,37 @@ func readSealed(path string) (*seal.Sealed, error) {
 
 func (a *app) kmsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "kms", Short: "Talk to the running stack's kms"}
-	var project, file, out string
+	var project, out string
+	var files []string
+	var wait time.Duration
 	bundle := &cobra.Command{
 		Use:   "bundle",
 		Short: "Print (or write) the running kms's public bundle, from `docker compose logs kms` (exit 1 if there is none)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logs, err := composeLogs(cmd.Context(), project, file)
-			if err != nil {
-				return err
+			// kms prints its bundle once it has made its identity, a moment after it starts.
+			deadline := time.Now().Add(wait)
+			var b *seal.Bundle
+			for {
+				logs, err := composeLogs(cmd.Context(), project, files)
+				if err == nil {
+					b, err = lastBundle(logs)
+				}
+				if err == nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					return refused{err}
+				}
+				select {
+				case <-cmd.Context().Done():
+					return cmd.Context().Err()
+				case <-time.After(500 * time.Millisecond):
+				}
 			}
-			b, err := lastBundle(logs)
-			if err != nil {
-				return refused{err}
+			// Seal only to a kms that runs the policy the person supplied.
+			if want := os.Getenv("SHARNESS_AI_POLICY_HASH"); want != "" && b.PolicyHash() != want {
+				return refused{fmt.Errorf("the running kms serves policy %s, not the supplied SHARNESS_AI_POLICY_HASH %s: refusing to hand out its bundle", b.PolicyHash(), want)}
 			}
 			warnHygiene(a.errOut, b)
 			if out == "" {
@@ -290,7 +308,8 @@ func (a *app) kmsCmd() *cobra.Command {
 		},
 	}
 	bundle.Flags().StringVarP(&project, "project", "p", os.Getenv("COMPOSE_PROJECT_NAME"), "compose project name (env COMPOSE_PROJECT_NAME)")
-	bundle.Flags().StringVarP(&file, "file", "f", "", "compose file (default: docker compose's own choice)")
+	bundle.Flags().StringSliceVarP(&files, "file", "f", nil, "compose file, repeatable (default: docker compose's own choice)")
+	bundle.Flags().DurationVar(&wait, "wait", 0, "keep looking this long for a bundle (kms prints it a moment after it starts)")
 	bundle.Flags().StringVarP(&out, "out", "o", "", "write the bundle to this file instead of stdout")
 	c.AddCommand(bundle)
 	return c

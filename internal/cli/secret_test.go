@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -178,20 +179,28 @@ func TestKMSBundle(t *testing.T) {
 	var logs string
 	var gotArgs []string
 	orig := composeLogs
-	composeLogs = func(_ context.Context, project, file string) ([]byte, error) {
-		gotArgs = []string{project, file}
+	calls := 0
+	composeLogs = func(_ context.Context, project string, files []string) ([]byte, error) {
+		gotArgs = append([]string{project}, files...)
+		calls++
 		return []byte(logs), nil
 	}
 	t.Cleanup(func() { composeLogs = orig })
 
 	logs = BundlePrefix + string(old.Marshal()) + "\n{\"level\":\"INFO\"}\r\n" + BundlePrefix + string(cur.Marshal()) + "\r\n{\"msg\":\"serving\"}\n"
-	code, out, errOut := run(t, "kms", "bundle", "-p", "demo", "-f", "compose.yml")
+	code, out, errOut := run(t, "kms", "bundle", "-p", "demo", "-f", "compose.yml", "-f", "world.yml")
 	if code != ExitOK || out != string(cur.Marshal())+"\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want the last bundle", code, out, errOut)
 	}
-	if gotArgs[0] != "demo" || gotArgs[1] != "compose.yml" {
+	if !slices.Equal(gotArgs, []string{"demo", "compose.yml", "world.yml"}) {
 		t.Errorf("compose logs called with %q", gotArgs)
 	}
+	// A kms serving another policy than the supplied one gets no bundle handed out.
+	t.Setenv("SHARNESS_AI_POLICY_HASH", "sha256:"+strings.Repeat("c", 64))
+	if code, _, errOut := run(t, "kms", "bundle"); code != ExitRefused || !strings.Contains(errOut, "not the supplied SHARNESS_AI_POLICY_HASH") {
+		t.Errorf("another policy: exit %d, stderr %q; want a refusal", code, errOut)
+	}
+	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
 	code, out, _ = run(t, "kms", "bundle", "--out", "b/bundle.json")
 	data, _ := os.ReadFile("b/bundle.json")
 	if b, err := seal.ParseBundle(data); code != ExitOK || err != nil || b.Fingerprint() != cur.Fingerprint() || !strings.Contains(out, "wrote b/bundle.json: kms "+cur.Fingerprint()) {
@@ -205,5 +214,11 @@ func TestKMSBundle(t *testing.T) {
 		if code, _, errOut := run(t, "kms", "bundle"); code != ExitRefused || !strings.Contains(strings.ToLower(errOut), "bundle") {
 			t.Errorf("%s: exit %d, stderr %q; want a refusal", name, code, errOut)
 		}
+	}
+	// --wait keeps asking until the deadline before it refuses.
+	calls = 0
+	logs = "{\"msg\":\"starting\"}\n"
+	if code, _, _ := run(t, "kms", "bundle", "--wait", "1200ms"); code != ExitRefused || calls < 2 {
+		t.Errorf("--wait: exit %d after %d calls; want a refusal after several", code, calls)
 	}
 }
