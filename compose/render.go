@@ -209,9 +209,10 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	if c.Kind == pbp.KindKMS {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: secretsSource, Target: SecretsMount,
 			ReadOnly: true}) // compose creates a missing host folder (create_host_path defaults to true)
-		// kms locks all its memory (internal/kms/hygiene), which under a finite lock limit would
-		// stop the Go heap from growing; the memory limit the policy sets still bounds it.
-		s.Ulimits["memlock"] = &types.UlimitsConfig{Single: -1}
+		// No memlock ulimit: raising it needs CAP_SYS_RESOURCE in the engine, which some hosts
+		// (this project's CI among them) do not give, and then no container starts. kms locks
+		// all its memory only when the limit is unlimited, and reports the degradation when not
+		// (internal/kms/hygiene); an override file can raise it where the engine may.
 	}
 	for _, t := range c.Tmpfs {
 		s.Tmpfs = append(s.Tmpfs, fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%d,mode=1777", t.Path, t.Size))
