@@ -97,8 +97,9 @@ var requiredDoors = []string{
 	"allowed-curl", "allowed-git",
 }
 
-// TestWall brings up the default stack (launcher, net, agent) around the offline world and runs
-// the side-door probe inside the agent container. Every door must be refused for its reason,
+// TestWall brings up the default stack around the offline world, seals a key to kms, and runs
+// the agent (its self-report and its conversation with the model through llm) and the side-door
+// probe inside the agent container. Every door must be refused for its reason,
 // every allowed path must work, and no DNS query of the agent may reach a resolver outside it —
 // not the world's, and not a resolver on the host's loopback, which is the CVE-2024-29018
 // condition on Engine 20.10.
@@ -110,12 +111,12 @@ func TestWall(t *testing.T) {
 	controlHostService(t, port)
 
 	root := repoRoot(t)
-	s := newStack(t,
+	s, _, _ := withKey(t,
 		"SHARNESS_AI_POLICY_HASH="+policyHash(t, root),
 		"SHARNESS_PROBE_HOST_ADDRS="+hostAddrs(t, port, "10.213.0.1", "10.214.0.1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	upOut, upErr := s.compose(ctx, "up", "--pull", "never", "--abort-on-container-exit", "--exit-code-from", "agent")
+	upOut, upErr := s.compose(ctx, "up", "--pull", "never", "--abort-on-container-exit", "--exit-code-from", "agent", "agent")
 	t.Logf("docker compose up:\n%s", upOut)
 	out := s.logs("agent")
 	r, err := parseReport([]byte(out))
@@ -260,7 +261,7 @@ func TestLauncherRefuses(t *testing.T) {
 					t.Errorf("the launcher's output lacks %q:\n%s", w, launcher)
 				}
 			}
-			s.requireOnlyStarted(ctx, "launcher", "world")
+			s.requireOnlyStarted(ctx, "launcher", "world", "model")
 		})
 	}
 }

@@ -101,7 +101,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.refuse(w, rec, ref)
 			return
 		}
-		s.forward(w, r, rec, p, q, nil, false)
+		if key, ok := s.key(w, r, rec); ok {
+			s.forward(w, r, rec, key, p, q, nil, false)
+		}
 	default:
 		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonNotFound, Status: http.StatusNotFound, Type: "not_found_error",
 			Message: "llm: no such endpoint (llm serves POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models)"})
@@ -131,16 +133,26 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, e
 		ref = &messages.Refusal{Reason: messages.ReasonBudget, Status: http.StatusForbidden, Type: "permission_error",
 			Message: "llm: the session token budget is spent (" + strconv.FormatInt(spent, 10) + " of " + strconv.FormatInt(s.rules.Budget(), 10) + " tokens, business.llm.session_token_budget); start a new session"}
 	}
-	if ref == nil {
-		var f messages.Findings
-		f, ref = messages.Secrets(s.filter, req, s.rules.Redact())
-		rec.hits, rec.where, rec.redacted = f.Rules, f.Where, req.Redacted()
-	}
 	if ref != nil {
 		s.refuse(w, rec, ref)
 		return
 	}
+	// The key comes before the filter: the filter learns each key it is given (AddSecret), so
+	// the key itself, in any encoding the filter knows, is refused from the first request on.
+	key, ok := s.key(w, r, rec)
+	if !ok {
+		return
+	}
+	var f messages.Findings
+	f, ref = messages.Secrets(s.filter, req, s.rules.Redact())
+	rec.hits, rec.where, rec.redacted = f.Rules, f.Where, req.Redacted()
+	if ref != nil {
+		clear(key)
+		s.refuse(w, rec, ref)
+		return
+	}
 	if body, err = req.Body(); err != nil {
+		clear(key)
 		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonBadJSON, Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "llm: could not re-encode the request"})
 		return
 	}
@@ -148,19 +160,25 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, e
 	if r.URL.Query().Get("beta") == "true" { // the SDK's beta client adds it
 		q.Set("beta", "true")
 	}
-	s.forward(w, r, rec, r.URL.Path, q, body, ep == messages.Create)
+	s.forward(w, r, rec, key, r.URL.Path, q, body, ep == messages.Create)
 }
 
-// forward sends one checked request upstream with the real key and relays the answer; with
-// charge, its usage counts against the session budget.
-func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, path string, q url.Values, body []byte, charge bool) {
+// key is the real key from kms (or the cache), or a refusal already written: without it llm
+// fails closed.
+func (s *server) key(w http.ResponseWriter, r *http.Request, rec *record) ([]byte, bool) {
 	key, err := s.keys.get(r.Context())
 	if err != nil {
 		s.log.Warn("llm: kms did not give the key", "error", err.Error())
 		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonKey, Status: http.StatusServiceUnavailable, Type: "api_error",
 			Message: "llm: the API key is unavailable (" + truncate(err.Error(), 200) + ")"})
-		return
+		return nil, false
 	}
+	return key, true
+}
+
+// forward sends one checked request upstream with the real key (which it scrubs) and relays the answer; with
+// charge, its usage counts against the session budget.
+func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, key []byte, path string, q url.Values, body []byte, charge bool) {
 	u := *s.upstream
 	u.Path, u.RawQuery = path, q.Encode()
 	method, rd := http.MethodGet, io.Reader(nil)

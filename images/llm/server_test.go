@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -364,5 +365,31 @@ func TestRealFilter(t *testing.T) {
 	}
 	if _, err := newFilter([]pbp.FilterRule{{Name: "bad", Regex: "("}}); err == nil {
 		t.Error("a policy rule that does not compile: accepted")
+	}
+}
+
+// TestKeyKnownBeforeFirstFilter: llm gets the key before it filters, so even the session's first
+// request cannot carry the key to the model in an encoding only the exact-match layer knows (the
+// e2e suite found the hex form passing when the filter learnt the key after forwarding).
+func TestKeyKnownBeforeFirstFilter(t *testing.T) {
+	for _, enc := range []struct{ name, text string }{
+		{"hex", hex.EncodeToString([]byte(realKey))},
+		{"json-escaped", strings.ReplaceAll(realKey, "-", `\\u002d`)},
+	} {
+		t.Run(enc.name, func(t *testing.T) {
+			p := llmPolicy(t)
+			f, err := newFilter(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := newHarnessFilter(t, p, f)
+			resp, b := h.post(t, "/v1/messages", strings.Replace(req(""), "hello", "found: "+enc.text, 1))
+			if resp.StatusCode != 403 || !strings.Contains(b, "harness-secret") {
+				t.Fatalf("the key (%s) in the first request: %d %s, want a 403 naming harness-secret", enc.name, resp.StatusCode, b)
+			}
+			if n := len(h.up.requests()); n != 0 {
+				t.Errorf("upstream got %d requests, want none", n)
+			}
+		})
 	}
 }
