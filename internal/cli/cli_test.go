@@ -2,12 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sharness-ai/sharness/internal/messages"
 )
 
 // repoRoot is the repository, two folders up from this package, as an absolute path so it
@@ -240,5 +243,26 @@ func TestVerifyRefusals(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, errOut, tc.code, tc.stderr)
 			}
 		})
+	}
+}
+
+// TestHashTools: the pin printed for a tool list, alone or inside a request, is the one llm
+// computes; a body with duplicate keys is refused before it is hashed.
+func TestHashTools(t *testing.T) {
+	dir := t.TempDir()
+	list := `[{"name":"workspace_status","description":"Reports what the agent's sandbox allows, as JSON.","input_schema":{"type":"object","properties":{}}}]`
+	want, err := messages.ToolsHash(json.RawMessage(list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{"list.json": list, "request.json": `{"model":"m","tools":` + list + `}`} {
+		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+		if code, out, errOut := run(t, "hash", "--tools", filepath.Join(dir, name)); code != ExitOK || out != want+"\n" {
+			t.Errorf("%s: exit %d, %q %q; want %s", name, code, out, errOut, want)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, "dup.json"), []byte(`{"tools":[],"tools":`+list+`}`), 0o644)
+	if code, _, errOut := run(t, "hash", "--tools", filepath.Join(dir, "dup.json")); code == ExitOK || !strings.Contains(errOut, "duplicate key") {
+		t.Errorf("duplicate keys: exit %d, %q; want a refusal", code, errOut)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/sharness-ai/sharness/compose"
 	"github.com/sharness-ai/sharness/internal/artefact"
+	"github.com/sharness-ai/sharness/internal/messages"
+	"github.com/sharness-ai/sharness/internal/strictjson"
 	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -76,12 +79,19 @@ func (a *app) compileCmd() *cobra.Command {
 }
 
 func (a *app) hashCmd() *cobra.Command {
-	var layer string
+	var layer, tools string
 	c := &cobra.Command{
 		Use:   "hash",
-		Short: "Print the policy hash M of the manifest (or, with --layer, the hash a manifest records for a layer file)",
+		Short: "Print the policy hash M of the manifest (or, with --layer, the hash a manifest records for a layer file; with --tools, the pin of a tool list)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			if tools != "" {
+				h, err := toolsPin(tools)
+				if err != nil {
+					return err
+				}
+				return a.print(map[string]string{"tools": tools, "sha256": h}, h+"\n")
+			}
 			if layer != "" {
 				h, err := pbp.LayerHash(os.DirFS(filepath.Dir(layer)), filepath.Base(layer))
 				if err != nil {
@@ -97,7 +107,31 @@ func (a *app) hashCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&layer, "layer", "", "hash this layer file instead")
+	c.Flags().StringVar(&tools, "tools", "", "print the pin (for business.llm.tools) of the tool list in this JSON file: an array of tool definitions, or a Messages request with tools")
 	return c
+}
+
+// toolsPin is the hash llm computes for the tool list in file (internal/messages.ToolsHash).
+func toolsPin(file string) (string, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	if err := strictjson.Check(data, messages.MaxDepth); err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	raw := json.RawMessage(data)
+	var req struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	if json.Unmarshal(data, &req) == nil && req.Tools != nil {
+		raw = req.Tools
+	}
+	h, err := messages.ToolsHash(raw)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	return h, nil
 }
 
 func (a *app) verifyCmd() *cobra.Command {
