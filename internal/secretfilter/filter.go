@@ -1,0 +1,283 @@
+// Package secretfilter finds secrets in text that is about to leave a component (a message to
+// the model, a command's output, a file write) and redacts them, for llm, bash and fs
+// (DESIGN.md §6).
+//
+// Two layers. Layer 1 matches, byte for byte, every secret the harness itself holds, in the
+// encodings AddSecret lists (raw, base64, hex, URL and JSON escaping). Layer 2 is a list of
+// rules for well-known credential formats (Rules), each a regular expression that runs only
+// where one of its keywords occurs, with an entropy floor where a format alone would match
+// ordinary text; a policy adds its own rules (pbp.FilterRule). Layer 2 also reads every long
+// run of base64 decoded once (Kubernetes secrets, Docker auths). Hits never carry the matched
+// bytes, only rule names and offsets, so they can be logged and audited. The agent writes the
+// text, so the curated rules' cost is bounded by a constant times its length whatever it holds
+// (a budget on keyword-anchored matching, then RE2's linear time); BenchmarkAdversarial
+// measures the worst shapes known.
+//
+// There is deliberately no in-text suppression marker (gitleaks' "gitleaks:allow"): the text
+// comes from the agent, which is untrusted, and a marker would let it unfilter anything.
+//
+// What it does not guarantee: that text without hits holds no secret. Layer 2 finds formats,
+// not secrets, and layer 1 only the spellings it lists; an agent that wants to smuggle a secret
+// out can re-encode it in countless ways (reverse it, split it, encrypt it). The filter stops
+// accidents and careless exfiltration, not a determined agent holding the secret; keeping
+// secrets out of the agent's reach (kms, net) does that. Secrets given to AddSecret stay in
+// ordinary Go memory, with their encodings, for the Filter's lifetime.
+package secretfilter
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+// Hit is one found secret: text[Start:End] and the rule that found it. It never holds the
+// secret itself.
+type Hit struct {
+	Rule       string
+	Start, End int
+}
+
+// Filter holds the rules and the harness's own secrets; make one with New. It is safe for
+// concurrent use.
+type Filter struct {
+	rules    []rule
+	kw       *keywords
+	kwRule   []int // per keyword id, the rule it belongs to
+	mu       sync.Mutex
+	exact    atomic.Pointer[exactSet]
+	allNames []string
+}
+
+// New returns a filter with the curated rules followed by extra, the policy's rules. It refuses
+// a rule without a name or with a name already taken, an expression that does not compile
+// (RE2) or that matches the empty string, and an empty keyword; the error names the rule.
+// A policy rule's hit is its whole match, or its submatch named "secret" if it has one; its
+// keywords are matched without regard to ASCII case, and when one occurs (or it has none) the
+// expression runs over the whole text.
+func New(extra []pbp.FilterRule) (*Filter, error) {
+	f := &Filter{rules: curated(), allNames: []string{RuleHarnessSecret}}
+	for _, r := range f.rules {
+		f.allNames = append(f.allNames, r.name)
+	}
+	for _, p := range extra {
+		if p.Name == "" || slices.Contains(f.allNames, p.Name) {
+			return nil, fmt.Errorf("filter rule %q: name empty or already taken", p.Name)
+		}
+		re, err := regexp.Compile(p.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("filter rule %q: %w", p.Name, err)
+		}
+		if re.MatchString("") {
+			return nil, fmt.Errorf("filter rule %q: %w", p.Name, errMatchesEmpty)
+		}
+		if slices.Contains(p.Keywords, "") {
+			return nil, fmt.Errorf("filter rule %q: %w", p.Name, errEmptyKeyword)
+		}
+		f.rules = append(f.rules, rule{name: p.Name, all: re, keywords: p.Keywords, group: max(re.SubexpIndex("secret"), 0)})
+		f.allNames = append(f.allNames, p.Name)
+	}
+	var words []string
+	for i, r := range f.rules {
+		for _, k := range r.keywords {
+			words, f.kwRule = append(words, k), append(f.kwRule, i)
+		}
+	}
+	f.kw = newKeywords(words)
+	f.exact.Store(newExactSet(nil, nil))
+	return f, nil
+}
+
+var errMatchesEmpty, errEmptyKeyword = errors.New("the expression matches the empty string"), errors.New("a keyword is empty")
+
+// AddSecret adds a secret the harness holds to layer 1; name labels it for Secrets and never
+// appears in a hit. A secret shorter than MinSecretLen bytes is ignored (Secrets shows what was
+// kept); adding a value already held does nothing. The filter keeps its own copy. Safe to call
+// while other goroutines Scan: a scan sees the secrets held when it started.
+//
+// Layer 1 finds the secret raw; in base64, standard and URL-safe, padded or not, and inside a
+// longer base64 text at any byte alignment (but for at most 4 bits of it at each end, which
+// share a character with its neighbours and stay unredacted); in hex, all lower or all upper
+// case; percent-encoded, every byte as %XX or %xx, and as net/url's query and path escaping
+// write it; JSON-escaped, every character as \uXXXX in either case, and as encoding/json writes
+// it with and without HTML escaping (for valid UTF-8). Not: base64 broken into lines inside the
+// secret, mixed-case hex, hex with separators, base32, double or compressed encodings, a secret
+// split, reversed or changed in case.
+func (f *Filter) AddSecret(name string, secret []byte) {
+	if len(secret) < MinSecretLen {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if x := f.exact.Load(); !containsBytes(x.secrets, secret) {
+		f.exact.Store(newExactSet(append(slices.Clip(x.names), name), append(slices.Clip(x.secrets), bytes.Clone(secret))))
+	}
+}
+
+// Secrets returns the names of the secrets layer 1 holds, in the order they were added.
+func (f *Filter) Secrets() []string { return slices.Clone(f.exact.Load().names) }
+
+// Rules returns the name of every rule, layer 1 first, then the curated and the policy rules.
+func (f *Filter) Rules() []string { return slices.Clone(f.allNames) }
+
+// Scan returns the hits in text, sorted by Start and not overlapping: overlapping hits are
+// merged into one that keeps the name of the one starting first (of layer 1, then of the
+// earliest rule, when they start together).
+func (f *Filter) Scan(text []byte) []Hit {
+	hits := f.decoded(text, f.layer2(text, f.exact.Load().find(text, nil)))
+	slices.SortFunc(hits, func(a, b Hit) int {
+		if a.Start != b.Start || a.Rule == b.Rule {
+			return cmp.Compare(a.Start, b.Start)
+		}
+		return cmp.Compare(slices.Index(f.allNames, a.Rule), slices.Index(f.allNames, b.Rule))
+	})
+	out := hits[:0]
+	for _, h := range hits {
+		if n := len(out); n > 0 && h.Start < out[n-1].End {
+			out[n-1].End = max(out[n-1].End, h.End)
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// layer2 appends the hits of the rules in text.
+//
+// A curated rule runs anchored at each occurrence of its keywords, except inside its previous
+// match. Text made to defeat that (a keyword every few bytes, each starting a long near-match)
+// could cost a window per occurrence; so once a rule's anchored runs have read more than
+// 16 bytes per byte of text, it runs once over the whole text instead, like a policy rule, in
+// the linear time RE2 guarantees.
+func (f *Filter) layer2(text []byte, hits []Hit) []Hit {
+	whole := make([]bool, len(f.rules))
+	spent, done := make([]int, len(f.rules)), make([]int, len(f.rules))
+	f.kw.find(text, func(id, at int) {
+		i := f.kwRule[id]
+		switch r := &f.rules[i]; {
+		case whole[i] || at < done[i]:
+		case r.re == nil || spent[i] > 16*len(text)+1<<16:
+			whole[i] = true
+		default:
+			hits, done[i], spent[i] = r.matchAt(text, at, hits, spent[i])
+		}
+	})
+	for i := range f.rules {
+		if r := &f.rules[i]; whole[i] || len(r.keywords) == 0 {
+			for _, m := range r.all.FindAllSubmatchIndex(text, -1) {
+				hits = r.accept(text, 0, m, hits)
+			}
+		}
+	}
+	return hits
+}
+
+// b64Std maps the characters of both base64 alphabets to the standard one, others to 0.
+var b64Std = func() (m [256]byte) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") {
+		m[c] = c
+	}
+	m['-'], m['_'] = '+', '/'
+	return m
+}()
+
+// minRun is the shortest base64 run that decoded reaches the length of the shortest curated
+// format (20 bytes, an AWS access key id).
+const minRun = 27
+
+// decoded appends the rules' hits in each run of base64 (standard or URL-safe alphabet, at least
+// minRun characters), decoded once, as credentials in Kubernetes secrets, Docker configurations
+// or `echo … | base64 -d` commands are. A hit covers the encoded characters that carry any of
+// its bytes. Other encodings (hex, percent-encoding, base64 within base64, base64 broken into
+// lines) are decoded only for the harness's own secrets, in layer 1.
+func (f *Filter) decoded(text []byte, hits []Hit) []Hit {
+	for i := 0; i+minRun <= len(text); {
+		// A run of minRun characters at or after i holds text[i+minRun-1]: probe that first,
+		// which skips minRun bytes of ordinary text at a time.
+		k := i + minRun - 1
+		if b64Std[text[k]] == 0 {
+			i = k + 1
+			continue
+		}
+		s, j := k, k+1
+		for s > i && b64Std[text[s-1]] != 0 {
+			s--
+		}
+		for j < len(text) && b64Std[text[j]] != 0 {
+			j++
+		}
+		if n := j - s; n >= minRun {
+			run := bytes.Clone(text[s:j])
+			if n%4 == 1 {
+				run = run[:n-1] // a lone last character carries no byte
+			}
+			for k, c := range run {
+				run[k] = b64Std[c]
+			}
+			dec, _ := base64.RawStdEncoding.AppendDecode(nil, run) // decodes up to an error
+			for _, h := range f.layer2(dec, nil) {
+				hits = append(hits, Hit{Rule: h.Rule, Start: s + h.Start/3*4, End: min(j, s+(h.End+2)/3*4)})
+			}
+		}
+		i = j + 1
+	}
+	return hits
+}
+
+// matchAt runs r's anchored expression at offset at, over r.after bytes and, while the match
+// ends near the end of what it was given (where a cut could have stopped it: within a line
+// separator of a PEM body, say), over twice as many. It returns the hits, where the match ended
+// (at if none) and spent plus the bytes it gave the expression.
+func (r *rule) matchAt(text []byte, at int, hits []Hit, spent int) ([]Hit, int, int) {
+	if r.wordStart && at > 0 && syntax.IsWordChar(rune(text[at-1])) {
+		return hits, at, spent
+	}
+	for n := r.after; ; n *= 2 {
+		end := min(len(text), at+n)
+		m := r.re.FindSubmatchIndex(text[at:end])
+		spent += end - at
+		if m != nil && m[1]+cutSlack >= end-at && end < len(text) {
+			continue
+		}
+		if m == nil {
+			return hits, at, spent
+		}
+		return r.accept(text, at, m, hits), at + m[1], spent
+	}
+}
+
+const cutSlack = 16
+
+// accept appends the hit of match m (offsets from base), unless there is none, it is empty, it
+// is below the rule's entropy floor or the rule skips it.
+func (r *rule) accept(text []byte, base int, m []int, hits []Hit) []Hit {
+	if m == nil || m[2*r.group] < 0 || m[2*r.group] == m[2*r.group+1] {
+		return hits
+	}
+	s, e := base+m[2*r.group], base+m[2*r.group+1]
+	if r.minEntropy > 0 && entropy(text[s:e]) < r.minEntropy || r.skip != nil && r.skip(text[base+m[0]:base+m[1]], text[s:e]) {
+		return hits
+	}
+	return append(hits, Hit{Rule: r.name, Start: s, End: e})
+}
+
+// Redact returns a copy of text with each hit replaced by "[REDACTED:<rule>]", and the hits.
+// The same text always gives the same output.
+func (f *Filter) Redact(text []byte) ([]byte, []Hit) {
+	hits := f.Scan(text)
+	out := make([]byte, 0, len(text))
+	last := 0
+	for _, h := range hits {
+		out = fmt.Appendf(out, "%s[REDACTED:%s]", text[last:h.Start], h.Rule)
+		last = h.End
+	}
+	return append(out, text[last:]...), hits
+}
