@@ -214,6 +214,16 @@ func TestDefaultStackNetworks(t *testing.T) {
 	if got := p.Services["launcher"].NetworkMode; got != "none" {
 		t.Errorf("launcher network_mode: got %q, want none", got)
 	}
+	for name, svc := range p.Services {
+		// Only net resolves names, and only it reaches a resolver (CVE-2024-29018).
+		wantDNS := []string{NoDNS}
+		if name == "net" || svc.NetworkMode == "none" {
+			wantDNS = nil
+		}
+		if !slices.Equal([]string(svc.DNS), wantDNS) {
+			t.Errorf("%s dns: got %v, want %v", name, svc.DNS, wantDNS)
+		}
+	}
 	want := map[string][]string{
 		"agent": {"edge-agent-llm", "edge-agent-net"},
 		"llm":   {"edge-agent-llm", "edge-llm-kms", "edge-llm-net"},

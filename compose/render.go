@@ -69,7 +69,7 @@ const (
 	secretsSource = "${SHARNESS_AI_SECRETS_DIR:-./secrets}"
 )
 
-// NoDNS is the only upstream resolver the stack's containers are given. Docker's embedded
+// NoDNS is the only upstream resolver the stack's containers are given, net excepted. Docker's embedded
 // resolver forwards names it does not know to the container's configured servers; on Engine
 // before 26.0.0 it forwarded from the host's namespace when the server is on the host's
 // loopback (CVE-2024-29018). 0.0.0.0 is not loopback to that check, so any forwarding happens
@@ -248,9 +248,14 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	if c.Egress {
 		nets[EgressNetwork] = nil
 	}
-	if len(nets) == 0 {
+	switch {
+	case len(nets) == 0:
 		s.NetworkMode = "none"
-	} else {
+	case c.Egress:
+		// net resolves the names it is asked for: through the engine's resolver, which forwards
+		// to the host's, from the one network that is not internal (or SHARNESS_AI_NET_RESOLVER).
+		s.Networks = nets
+	default:
 		s.Networks = nets
 		s.DNS = types.StringList{NoDNS}
 	}

@@ -53,6 +53,7 @@ func TestModelPath(t *testing.T) {
 		}
 		planted := []string{"AKIAQYLPMN5HHHFPZAM2", "PRIVATE KEY", "c2lnbmF0dXJlLWZvci10ZXN0cy1vbmx5", k.value,
 			base64.StdEncoding.EncodeToString([]byte(k.value)), hex.EncodeToString([]byte(k.value)), url.QueryEscape(k.value),
+			strings.ReplaceAll(k.value, "-", `\\u002d`), // the probe's JSON-escaped form, as the body's JSON writes it
 			"sharness-placeholder-not-a-key", "claude-3-opus", "web_fetch", "mcp.attacker.example"}
 		for _, r := range reqs {
 			if r.Trunc {
