@@ -83,7 +83,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	mem, how, err := hygiene.SecretPage()
+	mem, how, err := hygiene.SecretPage(32)
 	if err != nil {
 		return nil, err
 	}
@@ -210,11 +210,15 @@ func (s *Server) serve(c kms.Call, body []byte) ([]byte, *kms.Refusal) {
 	if err != nil {
 		return nil, kms.Refuse(kms.ReasonInternal, "identity key")
 	}
-	secret, err := seal.Open(sk, f)
+	opened, err := seal.Open(sk, f)
 	if err != nil {
 		return nil, kms.Refuse(kms.ReasonInvalid, "secret %s does not open with this identity", c.Request.Name)
 	}
-	defer clear(secret)
+	secret, release, err := intoSecretPage(opened)
+	if err != nil {
+		return nil, kms.Refuse(kms.ReasonInternal, "secret memory for %s", c.Request.Name)
+	}
+	defer release()
 	if c.Op == "seal_to" {
 		out, err := seal.Seal(c.Request.Recipient.Key(), c.Request.Name, secret, c.Request.Expires, nil)
 		if err != nil {
@@ -316,4 +320,17 @@ func writeRefusal(w http.ResponseWriter, ref *kms.Refusal) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(ref.Status)
 	w.Write(ref.JSON())
+}
+
+// intoSecretPage moves an opened secret out of the Go heap at once: into a memfd_secret page
+// where the kernel allows it (hygiene.SecretPage says what it got otherwise), scrubbing the heap
+// copy. What crypto/hpke copied while opening it is beyond reach (package comment).
+func intoSecretPage(opened []byte) ([]byte, func(), error) {
+	defer clear(opened)
+	mem, _, err := hygiene.SecretPage(len(opened))
+	if err != nil {
+		return nil, nil, err
+	}
+	n := copy(mem, opened)
+	return mem[:n:n], func() { hygiene.Free(mem) }, nil
 }

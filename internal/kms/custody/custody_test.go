@@ -384,3 +384,15 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("502 without a kms error: %v, want kms.ErrBadAnswer", err)
 	}
 }
+
+// TestLargeSecretUnwraps: an opened secret moves into secret memory of as many pages as it needs
+// (sharness-ai secret seal takes up to 8 KiB).
+func TestLargeSecretUnwraps(t *testing.T) {
+	e := newEnv(t, nil, nil)
+	big := strings.Repeat("0123456789abcdef", 512) // 8 KiB, two pages
+	e.put(t, "big", "big", big, time.Now().Add(time.Hour), nil)
+	got, err := e.client.Unwrap(context.Background(), "big")
+	if err != nil || string(got) != big {
+		t.Fatalf("Unwrap of 8 KiB: %d bytes, %v", len(got), err)
+	}
+}

@@ -64,12 +64,13 @@ func hasIPCLock() bool {
 	return false
 }
 
-// SecretPage maps one page for the identity key where the kernel keeps it even from itself:
+// SecretPage maps at least n bytes (whole pages, one at least) for a key or an opened secret where the kernel keeps it even from itself:
 // memfd_secret (Linux 5.14+; some kernels need secretmem.enable=1; seccomp may refuse it
 // with EPERM). Failing that, a private anonymous page, locked, left out of core dumps and wiped
 // in a forked child. The status says which one it got.
-func SecretPage() ([]byte, string, error) {
-	size := os.Getpagesize()
+func SecretPage(n int) ([]byte, string, error) {
+	page := os.Getpagesize()
+	size := max(page, (n+page-1)/page*page)
 	fd, _, errno := unix.Syscall(unix.SYS_MEMFD_SECRET, unix.O_CLOEXEC, 0, 0)
 	if errno == 0 {
 		mem, err := mapSecret(int(fd), size)

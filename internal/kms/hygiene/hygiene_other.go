@@ -12,8 +12,8 @@ func Harden() Report {
 }
 
 // SecretPage is heap memory outside Linux.
-func SecretPage() ([]byte, string, error) {
-	return make([]byte, 4096), "degraded: not Linux; the key is on the Go heap", nil
+func SecretPage(n int) ([]byte, string, error) {
+	return make([]byte, max(n, 4096)), "degraded: not Linux; the key is on the Go heap", nil
 }
 
 // Free scrubs mem.

@@ -16,7 +16,7 @@ const childEnv = "SHARNESS_AI_HYGIENE_TEST_CHILD"
 func TestHarden(t *testing.T) {
 	if os.Getenv(childEnv) == "1" {
 		h := Harden()
-		mem, how, err := SecretPage()
+		mem, how, err := SecretPage(32)
 		if err == nil {
 			copy(mem, "key")
 			h["memfd_secret"] = how
