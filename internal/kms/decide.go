@@ -187,7 +187,9 @@ func Decide(r Rules, c Call, now time.Time, s Session) (*seal.Sealed, *Refusal) 
 		return nil, nil
 	}
 	q := c.Request
-	if reason := s.UseNonce(q.Nonce, q.TS.Add(2*Window)); reason != "" {
+	// Kept until the timestamp check alone refuses a replay; a timestamp beyond the window is
+	// refused next anyway, so it cannot pin its nonce in the store for longer.
+	if reason := s.UseNonce(q.Nonce, minTime(q.TS, now.Add(Window)).Add(2*Window)); reason != "" {
 		return nil, Refuse(reason, "nonce %x", q.Nonce[:4])
 	}
 	if d := q.TS.Sub(now); d > Window || d < -Window {
@@ -219,4 +221,11 @@ func Decide(r Rules, c Call, now time.Time, s Session) (*seal.Sealed, *Refusal) 
 		return nil, Refuse(ReasonLimit, "this session's %d openings are used (business.kms.max_unwraps)", r.MaxUnwraps)
 	}
 	return f, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -32,11 +32,13 @@ type fakeSession struct {
 	load      *Refusal
 	usesLeft  bool
 	calls     []string
+	until     time.Time // what the nonce was last kept until
 }
 
 func (f *fakeSession) Destroyed() bool { return f.destroyed }
-func (f *fakeSession) UseNonce([16]byte, time.Time) string {
+func (f *fakeSession) UseNonce(_ [16]byte, until time.Time) string {
 	f.calls = append(f.calls, "nonce")
+	f.until = until
 	return f.nonce
 }
 func (f *fakeSession) Load(string) (*seal.Sealed, *Refusal) {
@@ -187,5 +189,29 @@ func TestNewRules(t *testing.T) {
 	}
 	if _, err := NewRules(m, "llm", "fp"); err == nil {
 		t.Error("NewRules for llm: want an error")
+	}
+}
+
+// TestNonceRetention: a nonce is kept until the timestamp check alone would refuse its replay,
+// and a timestamp far in the future (refused next) cannot keep it longer than one in the window.
+func TestNonceRetention(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	policy := "sha256:" + strings.Repeat("a", 64)
+	for _, tc := range []struct {
+		name      string
+		ts        time.Time
+		wantUntil time.Time
+	}{
+		{"in the window", now.Add(-30 * time.Second), now.Add(-30*time.Second + 2*Window)},
+		{"far future", now.Add(24 * time.Hour), now.Add(3 * Window)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &fakeSession{usesLeft: true, load: Refuse("unknown_secret", "stop here")}
+			q := &Request{Name: "api-key", TS: tc.ts, PolicyHash: policy}
+			Decide(Rules{Ops: []string{"unwrap"}, Callers: []string{"llm"}, PolicyHash: policy}, Call{Op: "unwrap", Caller: "llm", Request: q}, now, s)
+			if !s.until.Equal(tc.wantUntil) {
+				t.Errorf("nonce kept until %v, want %v", s.until, tc.wantUntil)
+			}
+		})
 	}
 }
