@@ -28,6 +28,7 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/messages"
 	"github.com/sharness-ai/sharness/internal/mtls"
+	"github.com/sharness-ai/sharness/internal/netdial"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -72,7 +73,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("refusing to start: secret filter: %w", err)
 	}
-	pool, err := roots(cfg.unsafeCA)
+	pool, err := netdial.Roots(cfg.unsafeCA)
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
@@ -104,7 +105,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
-	s := newServer(rules, filter, keySrc, upstreamTransport(tunnel(cfg.net, netTLS), pool), log)
+	s := newServer(rules, filter, keySrc, netdial.Transport(netdial.Through(cfg.net, netTLS), pool), log)
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

@@ -1,4 +1,4 @@
-package main
+package netdial
 
 import (
 	"bufio"
@@ -77,7 +77,7 @@ func TestTunnelThroughNet(t *testing.T) {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: up.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := roots(caFile)
+	pool, err := Roots(caFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestTunnelThroughNet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := &http.Client{Transport: upstreamTransport(tunnel(proxy, clientConf), pool)}
+	hc := &http.Client{Transport: Transport(Through(proxy, clientConf), pool)}
 	resp, err := hc.Get("https://example.com/v1/models")
 	if err != nil {
 		t.Fatal(err)
@@ -103,24 +103,24 @@ func TestTunnelThroughNet(t *testing.T) {
 	// An SVID from another CA (same trust domain, same name) does not open a tunnel.
 	other := mtlstest.NewCA(t, "sharness.test")
 	stranger, _ := mtls.ClientConfig(other.SVID(t, "llm"), ca.Bundle(), m, "llm", "net")
-	if _, err := tunnel(proxy, stranger)(context.Background(), "tcp", "example.com:443"); err == nil {
+	if _, err := Through(proxy, stranger)(context.Background(), "tcp", "example.com:443"); err == nil {
 		t.Error("a stranger's SVID opened a tunnel")
 	}
 	// Without the unsafe CA, the test upstream's certificate is not trusted.
-	sys, err := roots("")
+	sys, err := Roots("")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc = &http.Client{Transport: upstreamTransport(tunnel(proxy, clientConf), sys)}
+	hc = &http.Client{Transport: Transport(Through(proxy, clientConf), sys)}
 	if _, err := hc.Get("https://example.com/"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("untrusted upstream: %v", err)
 	}
-	if _, err := roots(filepath.Join(t.TempDir(), "missing.pem")); err == nil {
+	if _, err := Roots(filepath.Join(t.TempDir(), "missing.pem")); err == nil {
 		t.Error("missing CA file: accepted")
 	}
 	empty := filepath.Join(t.TempDir(), "empty.pem")
 	os.WriteFile(empty, []byte("nothing"), 0o600)
-	if _, err := roots(empty); err == nil {
+	if _, err := Roots(empty); err == nil {
 		t.Error("CA file without PEM: accepted")
 	}
 }

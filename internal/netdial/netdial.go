@@ -1,4 +1,11 @@
-package main
+// Package netdial is the client side of the stack's only way out: a component that must reach
+// the outside world (llm, for the model API) dials net's mutual-TLS proxy port with its SVID,
+// asks CONNECT for the one address, and speaks TLS to that address inside the tunnel, so net sees
+// the server name and nothing else.
+//
+// What it does not guarantee: anything net does not decide. The tunnel is only as narrow as
+// net's rules for the caller, and the TLS inside it is only as good as the roots given.
+package netdial
 
 import (
 	"bufio"
@@ -12,11 +19,11 @@ import (
 	"time"
 )
 
-// tunnel returns a DialContext that reaches addr only through net's mTLS proxy listener: TCP to
+// Through returns a DialContext that reaches addr only through net's mTLS proxy listener: TCP to
 // proxy, mutual TLS with llm's SVID (conf, from mtls.ClientConfig), CONNECT addr, then the
 // connection is the tunnel. The http.Transport then speaks TLS to the upstream over it, so net
 // sees the SNI and nothing else.
-func tunnel(proxy string, conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func Through(proxy string, conf *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, _, addr string) (net.Conn, error) {
 		var d net.Dialer
 		raw, err := d.DialContext(ctx, "tcp", proxy)
@@ -60,9 +67,9 @@ func tunnel(proxy string, conf *tls.Config) func(ctx context.Context, network, a
 	}
 }
 
-// upstreamTransport is the HTTP client transport to the model API through dial. It never reads
+// Transport is the HTTP client transport to the upstream through dial (Through). It never reads
 // proxy settings from the environment: net is the only way out.
-func upstreamTransport(dial func(ctx context.Context, network, addr string) (net.Conn, error), roots *x509.CertPool) *http.Transport {
+func Transport(dial func(ctx context.Context, network, addr string) (net.Conn, error), roots *x509.CertPool) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         dial,
@@ -74,9 +81,9 @@ func upstreamTransport(dial func(ctx context.Context, network, addr string) (net
 	}
 }
 
-// roots is the system's roots, plus the CA in the PEM file unsafeCA when it is set (an offline
+// Roots is the system's roots, plus the CA in the PEM file unsafeCA when it is set (an offline
 // test world's model API).
-func roots(unsafeCA string) (*x509.CertPool, error) {
+func Roots(unsafeCA string) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil {
 		return nil, fmt.Errorf("system roots: %w", err)
