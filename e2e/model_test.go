@@ -70,6 +70,25 @@ func TestModelPath(t *testing.T) {
 		}
 	})
 	t.Run("key-nowhere-in-agent", func(t *testing.T) { keyNowhere(t, s, ctx, k) })
+	t.Run("doctor-reports-kms-hygiene", func(t *testing.T) {
+		// Exit 1 only when a check failed; degraded lines are reported, not fatal.
+		out, err := s.cli(ctx, "", "doctor", "--json", "-p", project)
+		var rep struct {
+			Checks []struct{ Name, Status, Detail string } `json:"checks"`
+		}
+		if jerr := json.Unmarshal(out, &rep); jerr != nil {
+			t.Fatalf("sharness-ai doctor --json: %v (%v)\n%s", jerr, err, out)
+		}
+		seen := map[string]string{}
+		for _, c := range rep.Checks {
+			seen[c.Name] = c.Status
+		}
+		for _, name := range []string{"kms/memfd_secret", "kms/mlockall", "kms/not_dumpable", "kms/no_core"} {
+			if seen[name] == "" {
+				t.Errorf("doctor has no %s line: kms's memory hygiene does not reach the operator\n%s", name, out)
+			}
+		}
+	})
 	t.Run("kms-doors", func(t *testing.T) {
 		for _, seat := range []struct {
 			role, user string
