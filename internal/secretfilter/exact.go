@@ -5,14 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"math/bits"
-	"net/url"
 	"slices"
-	"strings"
-	"unicode/utf16"
-	"unicode/utf8"
 )
 
 // MinSecretLen is the shortest secret AddSecret accepts. Shorter ones are ignored: their
@@ -23,15 +17,17 @@ const MinSecretLen = 8
 // reader which of the harness's secrets it saw.
 const RuleHarnessSecret = "harness-secret"
 
-// encodings returns every spelling of s that layer 1 looks for, as AddSecret lists them (some
-// may coincide). Each is at least MinSecretLen bytes long when s is.
+// encodings returns every spelling of s that layer 1 looks for in a text and in its decoded
+// views (unescape.go), which cover percent, JSON and HTML escaping, whole or partial; hex is
+// matched in any case. Some may coincide. Each is at least MinSecretLen bytes long when s is.
 //
 // For a secret at byte offset a (mod 3) inside a longer base64 text, the spelling is the
 // characters whose six bits all come from the secret: from ceil(8a/6) to floor(8(a+len)/6) of
 // the encoding of a zero bytes followed by the secret. The character at each end that mixes
 // the secret's bits with its neighbours' cannot be known in advance and is left out.
 func encodings(s []byte) [][]byte {
-	forms := [][]byte{s, []byte(hex.EncodeToString(s)), bytes.ToUpper([]byte(hex.EncodeToString(s)))}
+	// With spaces as '+', a percent view of url.QueryEscape's output is the secret.
+	forms := [][]byte{s, []byte(hex.EncodeToString(s)), bytes.ReplaceAll(s, []byte(" "), []byte("+"))}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		raw := enc.WithPadding(base64.NoPadding)
 		forms = append(forms, []byte(enc.EncodeToString(s)), []byte(raw.EncodeToString(s)))
@@ -40,26 +36,8 @@ func encodings(s []byte) [][]byte {
 			forms = append(forms, []byte(e[(8*a+5)/6:8*(a+len(s))/6]))
 		}
 	}
-	var pct bytes.Buffer
-	for _, c := range s {
-		fmt.Fprintf(&pct, "%%%02X", c)
-	}
-	forms = append(forms, pct.Bytes(), bytes.ToLower(pct.Bytes()),
-		[]byte(url.QueryEscape(string(s))), []byte(url.PathEscape(string(s))))
-	if utf8.Valid(s) {
-		var u bytes.Buffer
-		for _, c := range utf16.Encode([]rune(string(s))) {
-			fmt.Fprintf(&u, `\u%04x`, c)
-		}
-		m, _ := json.Marshal(string(s)) // a string always marshals
-		m = m[1 : len(m)-1]
-		forms = append(forms, u.Bytes(), bytes.ReplaceAll(bytes.ToUpper(u.Bytes()), []byte(`\U`), []byte(`\u`)), m, []byte(unescapeHTML.Replace(string(m))))
-	}
 	return forms
 }
-
-// unescapeHTML turns json.Marshal's output into what an encoder without HTML escaping writes.
-var unescapeHTML = strings.NewReplacer(`\u003c`, "<", `\u003e`, ">", `\u0026`, "&")
 
 func containsBytes(list [][]byte, b []byte) bool {
 	return slices.ContainsFunc(list, func(x []byte) bool { return bytes.Equal(x, b) })
@@ -68,15 +46,16 @@ func containsBytes(list [][]byte, b []byte) bool {
 // exactSet finds every encoded form of every secret the harness holds. It is immutable: AddSecret
 // builds a new one, so Scan needs no lock.
 //
-// The search reads one 8-byte window every stride bytes, stride = min(8, shortest form - 7), and
-// looks it up in a 64-bit-per-word bloom filter, then in an index of the windows found at
-// offsets 0..stride-1 of every form. Each occurrence of a form contains exactly one window at a
-// multiple of stride at one of those offsets, so it is found once, at a cost of about one load
-// and one multiply per stride bytes of text (bench_test.go compares it with one bytes.Index
-// pass per form).
+// The search reads one 8-byte window every stride bytes, stride = min(8, shortest form - 7),
+// folds its case (foldCase) and looks it up in a 64-bit-per-word bloom filter, then in an index
+// of the windows found at offsets 0..stride-1 of every form. Each occurrence of a form contains
+// exactly one window at a multiple of stride at one of those offsets, so it is found once, at a
+// cost of about one load and one multiply per stride bytes of text (bench_test.go compares it
+// with one bytes.Index pass per form).
 type exactSet struct {
 	names          []string
 	secrets, forms [][]byte
+	anyCase        []bool // per form: lower-case hex, matched in any case
 	stride         int
 	shift          uint
 	bloom          []uint64
@@ -91,6 +70,7 @@ func newExactSet(names []string, secrets [][]byte) *exactSet {
 		for _, f := range encodings(s) {
 			if !containsBytes(x.forms, f) {
 				x.forms = append(x.forms, f)
+				x.anyCase = append(x.anyCase, len(bytes.Trim(f, "0123456789abcdef")) == 0)
 				x.stride = min(x.stride, len(f)-7)
 			}
 		}
@@ -99,7 +79,7 @@ func newExactSet(names []string, secrets [][]byte) *exactSet {
 	x.shift, x.bloom = uint(64-n), make([]uint64, 1<<n/64)
 	for i, f := range x.forms {
 		for off := range x.stride {
-			w := binary.LittleEndian.Uint64(f[off:])
+			w := binary.LittleEndian.Uint64(f[off:]) | foldCase
 			x.index[w] = append(x.index[w], formAt{int32(i), int32(off)})
 			h := x.hash(w)
 			x.bloom[h>>6] |= 1 << (h & 63)
@@ -110,19 +90,39 @@ func newExactSet(names []string, secrets [][]byte) *exactSet {
 
 func (x *exactSet) hash(w uint64) uint64 { return (w * 0x9e3779b97f4a7c15) >> x.shift }
 
+// foldCase, ORed into a window, lowers the case of its ASCII letters. It also merges a few other
+// pairs of bytes ('@' and '`', '-' and CR), which the comparison after the lookup tells apart.
+const foldCase = 0x2020202020202020
+
+// find appends the hits of every form in text and in each decoded view of it, a view's hits
+// mapped back to the bytes of text they came from.
 func (x *exactSet) find(text []byte, hits []Hit) []Hit {
 	if len(x.forms) == 0 {
 		return hits
 	}
+	hits = x.match(text, hits)
+	eachView(text, func(v *view) {
+		for _, h := range x.match(v.dec, nil) {
+			hits = append(hits, Hit{Rule: h.Rule, Start: v.orig(h.Start, false), End: v.orig(h.End-1, true)})
+		}
+	})
+	return hits
+}
+
+// match appends the hits of every form in text: byte for byte, or in any case for hex.
+func (x *exactSet) match(text []byte, hits []Hit) []Hit {
 	for i := 0; i+8 <= len(text); i += x.stride {
-		w := binary.LittleEndian.Uint64(text[i:])
+		w := binary.LittleEndian.Uint64(text[i:]) | foldCase
 		if h := x.hash(w); x.bloom[h>>6]&(1<<(h&63)) == 0 {
 			continue
 		}
 		for _, at := range x.index[w] {
 			f := x.forms[at.form]
 			start := i - int(at.off)
-			if start >= 0 && start+len(f) <= len(text) && bytes.Equal(text[start:start+len(f)], f) {
+			if start < 0 || start+len(f) > len(text) {
+				continue
+			}
+			if t := text[start : start+len(f)]; bytes.Equal(t, f) || x.anyCase[at.form] && bytes.EqualFold(t, f) {
 				hits = append(hits, Hit{Rule: RuleHarnessSecret, Start: start, End: start + len(f)})
 			}
 		}

@@ -27,6 +27,7 @@ func spellings(s []byte) map[string]string {
 		"raw":        string(s),
 		"hex":        hex.EncodeToString(s),
 		"HEX":        strings.ToUpper(hex.EncodeToString(s)),
+		"hex-mixed":  mixedCase(hex.EncodeToString(s)),
 		"b64":        base64.StdEncoding.EncodeToString(s),
 		"b64-raw":    base64.RawStdEncoding.EncodeToString(s),
 		"b64url":     base64.URLEncoding.EncodeToString(s),
@@ -63,6 +64,15 @@ func spellings(s []byte) map[string]string {
 		m["json-u"], m["json-U"] = u.String(), U.String()
 	}
 	return m
+}
+
+// mixedCase writes every other letter of s in upper case.
+func mixedCase(s string) string {
+	b := []byte(s)
+	for i := 0; i < len(b); i += 2 {
+		b[i] = bytes.ToUpper(b[i : i+1])[0]
+	}
+	return string(b)
 }
 
 func TestExactEncodings(t *testing.T) {
@@ -149,5 +159,73 @@ func TestExactSecretIsCopied(t *testing.T) {
 	copy(s, "XXXXXXX")
 	if hits := f.Scan([]byte("the correct horse battery staple")); len(hits) != 1 {
 		t.Errorf("Scan = %v; want the secret as it was added", hits)
+	}
+}
+
+// TestExactPartialEscapes: a secret with only some of its characters escaped, in one scheme or
+// several, is found in a decoded view, and the hit covers the escapes it came from, whole.
+func TestExactPartialEscapes(t *testing.T) {
+	key, pw := string(testSecrets[0]), string(testSecrets[1])
+	rep := func(s string, oldnew ...string) string { return strings.NewReplacer(oldnew...).Replace(s) }
+	b64 := base64.StdEncoding.EncodeToString(testSecrets[1])
+	for _, tc := range []struct {
+		name, before, form, after string
+		want                      bool
+	}{
+		// The e2e suite's string: a tool output holding the key with each '-' as \u002d.
+		{"e2e json dashes", "$ cat .env\nANTHROPIC_API_KEY=", rep(key, "-", `\u002d`), "\n", true},
+		{"json upper", "k=", rep(key, "-", `\u002D`), "", true},
+		{"json letters", `"`, rep(key, "a", `\u0061`, "Z", `\u005a`), `"`, true},
+		{"json short escapes", `{"p":"`, rep(pw, "/", `\/`, `"`, `\"`), `"}`, true},
+		{"json surrogate pair", "", rep(pw, "💡", `\ud83d\udca1`, "é", `\u00e9`), "", true},
+		{"backslash x", "echo $'", rep(key, "-", `\x2d`, "_", `\x5F`), "'", true},
+		{"percent upper", "GET /?k=", rep(key, "-", "%2D"), " HTTP/1.1", true},
+		{"percent lower", "", rep(key, "-", "%2d", "3", "%33"), "", true},
+		{"percent spaces as plus", "q=", rep(pw, " ", "+", "&", "%26", "=", "%3D"), "", true},
+		{"entity decimal", "<p>", rep(key, "-", "&#45;"), "</p>", true},
+		{"entity hex", "<p>", rep(key, "-", "&#x2d;", "q", "&#X71;", "k", "&#x0006B;"), "</p>", true},
+		{"entity named", "<p>", rep(pw, "&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;"), "</p>", true},
+		{"mixed schemes", "", rep(key, "sk-", `sk\u002d`, "ant-", "ant%2D", "api03-", "api03&#45;"), "", true},
+		{"base64 percent-encoded", "auth=", rep(b64, "+", "%2B", "/", "%2F", "=", "%3D"), "&x=1", true},
+		{"hex mixed case", "0x", mixedCase(hex.EncodeToString(testSecrets[0])), "", true},
+		{"hit ends inside an escape's bytes", "", rep(string(testSecrets[3]), "!", `\u0021`), "", true},
+		{"among other escapes", `line\n\t%20&amp;`, rep(key, "-", `\u002d`), `\n%zz&#;`, true},
+		// Not covered: an escape's output is not read again, a lone surrogate is not decoded,
+		// and a near miss stays one.
+		{"double escaped", "", rep(key, "-", "%252D"), "", false},
+		{"escaped backslash", "", rep(key, "-", `\\u002d`), "", false},
+		{"lone surrogate", "", rep(pw, "💡", `\ud83d`), "", false},
+		{"near miss", "", rep(key, "sk-ant-", `sk\u002dant\u002e`), "", false},
+		{"escapes, no secret", "", `a\u002db%2Dc&#45;d\"e\\f&amp;g`, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newTestFilter(t)
+			for i, s := range testSecrets {
+				f.AddSecret(fmt.Sprint("s", i), s)
+			}
+			text := []byte(tc.before + tc.form + tc.after)
+			out, hits := f.Redact(text)
+			var want []Hit
+			if tc.want {
+				want = []Hit{{RuleHarnessSecret, len(tc.before), len(tc.before) + len(tc.form)}}
+			}
+			if fmt.Sprint(hits) != fmt.Sprint(want) {
+				t.Errorf("hits = %v; want %v", hits, want)
+			}
+			if tc.want && string(out) != tc.before+"[REDACTED:harness-secret]"+tc.after {
+				t.Errorf("Redact = %q", out)
+			}
+		})
+	}
+}
+
+// TestExactOtherIntroducer: a secret holding another scheme's escape ("%41"), JSON-escaped in
+// part, is found in the view of JSON escapes alone.
+func TestExactOtherIntroducer(t *testing.T) {
+	f := newTestFilter(t)
+	f.AddSecret("s", []byte(`pa%41ss-w\x&#45;rd-&amp;1`))
+	text := `x pa%41ss\u002dw\\x&#45;rd\u002d&amp;1 y`
+	if hits := f.Scan([]byte(text)); fmt.Sprint(hits) != fmt.Sprint([]Hit{{RuleHarnessSecret, 2, len(text) - 2}}) {
+		t.Errorf("hits = %v; want one over [2,%d)", hits, len(text)-2)
 	}
 }

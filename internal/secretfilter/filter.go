@@ -2,16 +2,18 @@
 // the model, a command's output, a file write) and redacts them, for llm, bash and fs
 // (DESIGN.md §6).
 //
-// Two layers. Layer 1 matches, byte for byte, every secret the harness itself holds, in the
-// encodings AddSecret lists (raw, base64, hex, URL and JSON escaping). Layer 2 is a list of
-// rules for well-known credential formats (Rules), each a regular expression that runs only
-// where one of its keywords occurs, with an entropy floor where a format alone would match
-// ordinary text; a policy adds its own rules (pbp.FilterRule). Layer 2 also reads every long
-// run of base64 decoded once (Kubernetes secrets, Docker auths). Hits never carry the matched
-// bytes, only rule names and offsets, so they can be logged and audited. The agent writes the
-// text, so the curated rules' cost is bounded by a constant times its length whatever it holds
-// (a budget on keyword-anchored matching, then RE2's linear time); BenchmarkAdversarial
-// measures the worst shapes known.
+// Two layers. Layer 1 matches exactly (hex in any case) every secret the harness itself holds,
+// in the encodings AddSecret lists (raw, base64, hex), in the text and in views of it with its
+// percent, backslash (JSON) and HTML escapes decoded, so that escaping all or some characters of
+// a secret does not hide it. Layer 2 is a list of rules for well-known credential formats (Rules), each a
+// regular expression that runs only where one of its keywords occurs, with an entropy floor
+// where a format alone would match ordinary text; a policy adds its own rules (pbp.FilterRule).
+// Layer 2 also reads every long run of base64 decoded once (Kubernetes secrets, Docker auths),
+// but not the escape-decoded views. Hits never carry the matched bytes, only rule names and
+// offsets in the text given, so they can be logged and audited. The agent writes the text, so
+// the curated rules' cost is bounded by a constant times its length whatever it holds (a budget
+// on keyword-anchored matching, then RE2's linear time); BenchmarkAdversarial measures the worst
+// shapes known.
 //
 // There is deliberately no in-text suppression marker (gitleaks' "gitleaks:allow"): the text
 // comes from the agent, which is untrusted, and a marker would let it unfilter anything.
@@ -21,7 +23,9 @@
 // out can re-encode it in countless ways (reverse it, split it, encrypt it). The filter stops
 // accidents and careless exfiltration, not a determined agent holding the secret; keeping
 // secrets out of the agent's reach (kms, net) does that. Secrets given to AddSecret stay in
-// ordinary Go memory, with their encodings, for the Filter's lifetime.
+// ordinary Go memory, with their encodings, for the Filter's lifetime. Redact removes what Scan
+// finds in the whole text: where a hit starts or ends inside an escape sequence, what is left
+// around it can decode differently read alone (llm scans what it sends again).
 package secretfilter
 
 import (
@@ -105,11 +109,20 @@ var errMatchesEmpty, errEmptyKeyword = errors.New("the expression matches the em
 //
 // Layer 1 finds the secret raw; in base64, standard and URL-safe, padded or not, and inside a
 // longer base64 text at any byte alignment (but for at most 4 bits of it at each end, which
-// share a character with its neighbours and stay unredacted); in hex, all lower or all upper
-// case; percent-encoded, every byte as %XX or %xx, and as net/url's query and path escaping
-// write it; JSON-escaped, every character as \uXXXX in either case, and as encoding/json writes
-// it with and without HTML escaping (for valid UTF-8). Not: base64 broken into lines inside the
-// secret, mixed-case hex, hex with separators, base32, double or compressed encodings, a secret
+// share a character with its neighbours and stay unredacted); in hex, in any mix of case (as a
+// secret of lower-case hex digits is); with each space as '+'. It finds each of these also with
+// any of their characters escaped, all or some, in views of the text where these escapes are
+// decoded wherever they occur: %XX in either case; JSON's \uXXXX in either case (surrogate pairs
+// joined), \" \\ \/ \b \f \n \r \t, and \xHH; HTML's &#N;, &#xH;, &amp; &lt; &gt; &quot;
+// &apos;. That covers net/url's query and path escaping, encoding/json's output with or without
+// HTML escaping, html.EscapeString's, and any encoder or agent that escapes a few characters
+// (the e2e suite saw the key with each '-' as \u002d). A hit covers each escape it touches
+// whole. Each view decodes once (an escape's output is not read again) and either one scheme or
+// all of them: so a secret holding a '\', '%' or '&' is found escaped in one scheme if that
+// scheme's own introducer is escaped (as its encoders do), but escaped in several schemes at once
+// only if every '\', '%' and '&' in it is. \u escapes and entities stand for UTF-8. Not: base64 broken into lines
+// inside the secret, hex with separators, base32, double (%252D) or compressed encodings, escapes
+// of other kinds (octal \055, %u002D, \u{2d}, other named entities, quoted-printable), a secret
 // split, reversed or changed in case.
 func (f *Filter) AddSecret(name string, secret []byte) {
 	if len(secret) < MinSecretLen {
@@ -196,8 +209,8 @@ const minRun = 27
 // decoded appends the rules' hits in each run of base64 (standard or URL-safe alphabet, at least
 // minRun characters), decoded once, as credentials in Kubernetes secrets, Docker configurations
 // or `echo … | base64 -d` commands are. A hit covers the encoded characters that carry any of
-// its bytes. Other encodings (hex, percent-encoding, base64 within base64, base64 broken into
-// lines) are decoded only for the harness's own secrets, in layer 1.
+// its bytes. The rules see no other decoding (hex, percent, JSON or HTML escapes, base64 within
+// base64 or broken into lines); layer 1 covers the harness's own secrets in those AddSecret lists.
 func (f *Filter) decoded(text []byte, hits []Hit) []Hit {
 	for i := 0; i+minRun <= len(text); {
 		// A run of minRun characters at or after i holds text[i+minRun-1]: probe that first,
