@@ -76,7 +76,10 @@ func (a *app) load() (*pbp.Manifest, error) {
 		dir = "."
 	}
 	m, err := pbp.Load(os.DirFS(dir), name)
-	return m, inDir(dir, err)
+	if err != nil {
+		return nil, inDir(dir, err)
+	}
+	return m, checkComponents(m)
 }
 
 // inDir makes a policy error name its file as the user would, relative to the working directory.

@@ -103,7 +103,7 @@ func TestLoadFixtures(t *testing.T) {
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 64, MaxMemory: 256 * mi,
 			Tmpfs:    []TmpfsMount{{"/tmp", 64 * mi}},
 			Business: Business{}, Audit: []string{"deny"},
-			ConnectTo: []string{"net"},
+			ConnectTo: []string{"llm", "net"},
 		}},
 		{full, &Component{
 			Name: "agent", Kind: KindApp, SPIFFEID: "spiffe://sharness.test/agent",
@@ -149,7 +149,7 @@ func TestLoadFixtures(t *testing.T) {
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 128, MaxMemory: 256 * mi,
 			Business: Business{LLM: &LLMRules{
 				Upstream: "https://api.anthropic.com", Models: &[]string{"claude-haiku-4-5", "claude-sonnet-4-5"},
-				MaxTokens: ptr(32000), Budget: ptr(2000000), OnSecret: "refuse",
+				MaxTokens: ptr(32000), Budget: ptr(2000000), OnSecret: "refuse", KeySecret: "anthropic-api-key",
 			}},
 			Audit:     []string{"deny"},
 			ConnectTo: []string{"kms", "net"}, AcceptFrom: []string{"agent"},
@@ -203,8 +203,9 @@ func TestLoadFixtures(t *testing.T) {
 		{"agent pids from L3", full.Component("agent").MaxPIDs, int64(64)},
 		{"launcher pids from L3", full.Component("launcher").MaxPIDs, int64(32)},
 		{"default agent syscall allow is empty", len(def.Component("agent").SyscallAllow), 0},
-		{"default agent's only edge is to net", def.Component("agent").ConnectTo, []string{"net"}},
-		{"default net accepts the agent alone", def.Component("net").AcceptFrom, []string{"agent"}},
+		{"default agent's edges are to llm and net", def.Component("agent").ConnectTo, []string{"llm", "net"}},
+		{"default net accepts the agent and llm", def.Component("net").AcceptFrom, []string{"agent", "llm"}},
+		{"default kms accepts llm alone", def.Component("kms").AcceptFrom, []string{"llm"}},
 		{"Component of an unknown name", full.Component("nobody") == nil, true},
 	}
 	for _, c := range checks {
