@@ -30,7 +30,7 @@ var agentChecks = []string{
 	"uid", "gid", "cap_eff", "cap_prm", "cap_bnd", "no_new_privs", "seccomp",
 	"rootfs_read_only", "tmp_writable",
 	"io_uring_setup", "unshare_newuser", "ptrace_traceme", "keyctl", "bpf", "userfaultfd",
-	"model-tool-call", "model-tool-result", "model-stream",
+	"model-tool-call", "model-tool-result", "model-refused", "model-stream",
 }
 
 type check struct {

@@ -16,6 +16,8 @@ import (
 const (
 	demoModel = "claude-sonnet-4-5"
 	demoTool  = "workspace_status"
+	// deniedModel is not in the default policy's models: the demo shows llm refusing it.
+	deniedModel = "claude-3-opus-20240229"
 )
 
 // demoTools is the agent's whole tool list. The policy pins its hash (business.llm.tools): a
@@ -68,6 +70,23 @@ func modelChecks(ctx context.Context, getenv func(string) string) []result {
 		err = errors.New("an empty reply")
 	}
 	out = append(out, step("model-tool-result", err, "the model read the tool's result"))
+
+	// A model the policy does not allow: llm refuses it, and the SDK surfaces the refusal as the
+	// API's own error type, with llm's rule in the X-Sharness-Deny header.
+	_, err = client.Messages.New(ctx, anthropic.MessageNewParams{Model: anthropic.Model(deniedModel), MaxTokens: 16,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello"))}})
+	var apiErr *anthropic.Error
+	switch {
+	case err == nil:
+		err = fmt.Errorf("llm answered a request for %s, a model the policy does not allow", deniedModel)
+	case !errors.As(err, &apiErr):
+		err = fmt.Errorf("not an API error: %w", err)
+	case apiErr.StatusCode != 403 || apiErr.Response.Header.Get("X-Sharness-Deny") != "model_not_allowed":
+		err = fmt.Errorf("HTTP %d, deny %q, want 403 model_not_allowed", apiErr.StatusCode, apiErr.Response.Header.Get("X-Sharness-Deny"))
+	default:
+		err = nil
+	}
+	out = append(out, step("model-refused", err, "llm refused "+deniedModel+" (403 model_not_allowed)"))
 
 	stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
 		Model: anthropic.Model(demoModel), MaxTokens: 128,
