@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"net"
@@ -68,27 +69,21 @@ func (s *server) check(c net.Conn, authority string, rec *record) (egress.Host, 
 	return host, port, d.Allow
 }
 
-// resolve looks host up once and refuses it if any address is special. It returns the one
-// address to dial: the first IPv4 address, else the first.
+var errNoAddress = errors.New("no address")
+
+// resolve looks host up (resolve.Cache keeps answers for their TTL) and checks every address
+// on every request, cached or not (egress.Pick). It returns the one address to dial.
 func (s *server) resolve(ctx context.Context, c net.Conn, host egress.Host, rec *record) (netip.Addr, bool) {
 	addrs, err := s.lookup(ctx, host.String())
-	if err == nil && len(addrs) == 0 {
-		err = errors.New("no address")
-	}
-	if err != nil {
-		s.fail(c, rec, "dns", err)
+	if err != nil || len(addrs) == 0 {
+		s.fail(c, rec, "dns", cmp.Or(err, errNoAddress))
 		return netip.Addr{}, false
 	}
-	var pick netip.Addr
-	for _, a := range addrs {
-		a = a.Unmap() // Go returns /etc/hosts IPv4 entries as mapped IPv6
-		if name, special := egress.Special(a); special && !(s.unsafeAllowLoopbackForTests && a.IsLoopback()) && !s.unsafeAllowAddrs[a] {
-			s.refuse(c, rec, http.StatusForbidden, egress.RefuseSpecial(name))
-			return netip.Addr{}, false
-		}
-		if !pick.IsValid() || a.Is4() && !pick.Is4() {
-			pick = a
-		}
+	addr, d := egress.Pick(addrs, func(a netip.Addr) bool {
+		return s.unsafeAllowLoopbackForTests && a.IsLoopback() || s.unsafeAllowAddrs[a]
+	})
+	if !d.Allow {
+		s.refuse(c, rec, http.StatusForbidden, d)
 	}
-	return pick, true
+	return addr, d.Allow
 }

@@ -30,27 +30,26 @@ func (s *server) forward(c net.Conn, req *http.Request, rec *record) bool {
 	if !ok {
 		return false
 	}
-	tooBig := egress.Decision{Rule: "body-too-large", Reason: fmt.Sprintf("the request body is over %d bytes", s.lim.maxBody)}
 	if req.ContentLength > s.lim.maxBody {
-		s.refuse(c, rec, http.StatusRequestEntityTooLarge, tooBig)
-		return false
+		return s.tooBig(c, rec)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.lim.dialTimeout)
-	addr, ok := s.resolve(ctx, c, host, rec)
-	cancel()
+	addr, ok := s.resolve(context.Background(), c, host, rec) // the lookup bounds its own time
 	if !ok {
 		return false
 	}
-	hostPort, u := net.JoinHostPort(host.String(), strconv.Itoa(int(port))), *req.URL
-	if u.Host = host.String(); explicitPort {
-		u.Host = hostPort
+	// Direct, the URL names the checked address, so the Transport keeps idle connections per
+	// address and a request only reuses one to the address it checked; the Host field names
+	// the host. Through an upstream proxy the URL keeps the name, which the upstream resolves.
+	field, u, to := host.String(), *req.URL, netip.AddrPortFrom(addr, port)
+	if explicitPort {
+		field = net.JoinHostPort(field, strconv.Itoa(int(port)))
 	}
-	ctx, cancel = context.WithCancel(proxy.WithTarget(context.Background(), hostPort, netip.AddrPortFrom(addr, port)))
-	defer cancel()
-	resp, err := proxy.Forward(ctx, s.tr, c, req, &u, s.lim.maxBody, s.lim.Idle)
+	if u.Host = to.String(); s.upstream != nil {
+		u.Host = field
+	}
+	resp, err := proxy.Forward(proxy.WithTarget(context.Background(), to.String(), to), s.tr, c, req, &u, field, s.lim.maxBody, s.lim.Idle)
 	if _, over := errors.AsType[*http.MaxBytesError](err); over {
-		s.refuse(c, rec, http.StatusRequestEntityTooLarge, tooBig)
-		return false
+		return s.tooBig(c, rec)
 	} else if err != nil {
 		s.fail(c, rec, s.failKind, err)
 		return false
@@ -61,4 +60,9 @@ func (s *server) forward(c net.Conn, req *http.Request, rec *record) bool {
 		rec.failure = "upstream"
 	}
 	return keep && err == nil
+}
+
+func (s *server) tooBig(c net.Conn, rec *record) bool {
+	s.refuse(c, rec, http.StatusRequestEntityTooLarge, egress.Decision{Rule: "body-too-large", Reason: fmt.Sprintf("the request body is over %d bytes", s.lim.maxBody)})
+	return false
 }

@@ -2,8 +2,9 @@
 // forward proxy (CONNECT for HTTPS, absolute URIs for plain HTTP) on :3128 for callers known
 // by their edge network, and on :3129 over mutual TLS (internal/mtls) for callers known by
 // their SPIFFE ID; GET /metrics on :3129 serves Prometheus metrics.
-// Every request is decided per caller by internal/egress, resolved once, checked against the
-// IANA special-purpose ranges, and dialled to exactly the address checked.
+// Every request is decided per caller by internal/egress, resolved (answers kept for their DNS
+// TTL, clamped: internal/egress/resolve), every address checked against the IANA
+// special-purpose ranges on every request, and dialled to exactly the address checked.
 //
 // What it does not guarantee: that an allowed host cannot carry data out (see
 // internal/egress), or anything about what travels inside a TLS tunnel besides its server
@@ -26,6 +27,7 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/egress"
 	"github.com/sharness-ai/sharness/internal/egress/proxy"
+	"github.com/sharness-ai/sharness/internal/egress/resolve"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -36,6 +38,7 @@ type config struct {
 	listen, mtlsListen string
 	resolver           string // ip:port of a DNS server, or "" for the system's
 	upstream           string // http://[user:pass@]host:port of a proxy to chain through
+	brake              string // requests per second per caller / burst
 	unsafeAllowAddrs   string // special addresses a test world may use, comma-separated; never in production
 }
 
@@ -45,6 +48,7 @@ func main() {
 	flag.StringVar(&cfg.mtlsListen, "mtls-listen", cmp.Or(os.Getenv("SHARNESS_AI_NET_MTLS_LISTEN"), ":3129"), "address of the mTLS proxy and metrics listener (env SHARNESS_AI_NET_MTLS_LISTEN)")
 	flag.StringVar(&cfg.resolver, "resolver", os.Getenv("SHARNESS_AI_NET_RESOLVER"), "DNS server ip:port (env SHARNESS_AI_NET_RESOLVER; default: the system's)")
 	flag.StringVar(&cfg.upstream, "upstream-proxy", os.Getenv("SHARNESS_AI_NET_UPSTREAM_PROXY"), "chain through this http:// proxy (env SHARNESS_AI_NET_UPSTREAM_PROXY)")
+	flag.StringVar(&cfg.brake, "rate-per-caller", cmp.Or(os.Getenv("SHARNESS_AI_NET_RATE_PER_CALLER"), defaultLimits.brake.String()), "the flood brake: each caller's requests per second / burst; over it, 429 (env SHARNESS_AI_NET_RATE_PER_CALLER)")
 	flag.StringVar(&cfg.unsafeAllowAddrs, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly these special-range IPs (comma-separated) from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -69,6 +73,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	up, err := proxy.ParseUpstream(cfg.upstream)
+	lim := defaultLimits
+	if err == nil {
+		lim.brake, err = proxy.ParseBrake(cmp.Or(cfg.brake, lim.brake.String()))
+	}
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
@@ -95,7 +103,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 	}
 	// Rate buckets for everyone with an edge into net: only they get past edgeCaller and mTLS.
-	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), proxy.Lookup(cfg.resolver), up, defaultLimits, log)
+	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), resolve.New(cfg.resolver, resolve.DefaultLimits).Lookup, up, lim, log)
 	// Exact addresses only: a range or a name would exempt more than a test world needs. An
 	// IPv4-mapped address counts as its IPv4 address, the form resolve compares.
 	if cfg.unsafeAllowAddrs != "" {

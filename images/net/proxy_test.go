@@ -23,6 +23,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sharness-ai/sharness/internal/egress/proxy"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -412,7 +413,7 @@ func TestTunnelIdleTimeout(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	h := newHarness(t, withLimits(func(l *limits) { l.rate, l.burst = rate.Every(time.Hour), 2 }))
+	h := newHarness(t, withLimits(func(l *limits) { l.brake = proxy.Brake{Rate: rate.Every(time.Hour), Burst: 2} }))
 	h.start(t, nil, nil)
 	var statuses []int
 	for range 3 {
@@ -633,6 +634,17 @@ func TestRun(t *testing.T) {
 	if err := run(ctx, cfg, log); err == nil {
 		t.Fatal("run accepted an https upstream proxy")
 	}
+	cfg.upstream = ""
+	for _, brake := range []string{"0/1", "inf/1", "2000"} { // a brake can be set, never switched off
+		cfg.brake = brake
+		if err := run(ctx, cfg, log); err == nil || !strings.Contains(err.Error(), "refusing to start: rate per caller") {
+			t.Fatalf("run with -rate-per-caller %s: %v", brake, err)
+		}
+	}
+	cfg.brake = "5000/10000"
+	if err := run(ctx, cfg, log); err != nil {
+		t.Fatalf("run with -rate-per-caller 5000/10000: %v", err)
+	}
 	t.Setenv("SHARNESS_AI_POLICY_HASH", "sha256:0")
 	if err := run(ctx, cfg, log); err == nil {
 		t.Fatal("run started with the wrong policy hash")
@@ -683,10 +695,13 @@ func TestUnsafeAllowAddrs(t *testing.T) {
 	for _, rule := range []string{"special-range:loopback", "special-range:cloud-metadata"} {
 		h.log.waitDecision(t, rule)
 	}
-	var refused []string
-	for _, d := range h.log.decisions() {
-		if d["rule"] == "special-range:loopback" {
-			refused = append(refused, fmt.Sprint(d["host"]))
+	var refused []string // each line is written after its answer: wait for both
+	for deadline := time.Now().Add(10 * time.Second); len(refused) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		refused = nil
+		for _, d := range h.log.decisions() {
+			if d["rule"] == "special-range:loopback" {
+				refused = append(refused, fmt.Sprint(d["host"]))
+			}
 		}
 	}
 	if want := []string{"private.test", "mixed.test"}; !slices.Equal(refused, want) {

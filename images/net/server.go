@@ -25,8 +25,7 @@ type callerFunc func(*tls.ConnectionState) (string, error)
 type limits struct {
 	proxy.Limits
 	tunnels     int           // concurrent CONNECT tunnels
-	rate        rate.Limit    // requests per second, per caller
-	burst       int           // requests a caller may make at once
+	brake       proxy.Brake   // requests per caller: -rate-per-caller
 	dialTimeout time.Duration // resolution plus the TCP connect
 	grace       time.Duration // on shutdown, for requests in flight
 	maxBody     int64         // forwarded request body, bytes
@@ -37,15 +36,15 @@ type limits struct {
 var defaultLimits = limits{
 	Limits: proxy.Limits{Header: 10 * time.Second, KeepAlive: 90 * time.Second, Idle: 5 * time.Minute,
 		Lifetime: 2 * time.Hour, MaxHeader: 16 << 10},
-	tunnels: 256, rate: 2000, burst: 4000, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
+	tunnels: 256, brake: proxy.Brake{Rate: 2000, Burst: 4000}, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
 }
 
 // server is the egress proxy. Everything it refuses is answered and logged; nothing it is
 // sent can make it follow a redirect, resolve a checked name again, or dial a special address.
 type server struct {
 	rules    *egress.Rules
-	edge     func(netip.Addr) (string, bool) // a plain connection's caller, by source address
-	lookup   func(context.Context, string) ([]netip.Addr, error)
+	edge     func(netip.Addr) (string, bool)                     // a plain connection's caller, by source address
+	lookup   func(context.Context, string) ([]netip.Addr, error) // bounds its own time (resolve.Cache)
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	upstream *url.URL // a proxy to chain through, or nil
 	failKind string   // what a failed dial is called: "dial" or "upstream-proxy"
@@ -71,7 +70,7 @@ func newServer(rules *egress.Rules, callers []string, edge func(netip.Addr) (str
 	s := &server{rules: rules, edge: edge, lookup: lookup, upstream: upstream, failKind: "dial", lim: lim, log: log,
 		slots: make(chan struct{}, lim.tunnels), buckets: map[string]*rate.Limiter{}, conns: proxy.NewConns()}
 	for _, c := range callers {
-		s.buckets[c] = rate.NewLimiter(lim.rate, lim.burst)
+		s.buckets[c] = lim.brake.Limiter()
 	}
 	s.met = newMetrics(s.slots)
 	s.dial = (&net.Dialer{Timeout: lim.dialTimeout}).DialContext

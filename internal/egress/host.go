@@ -4,8 +4,8 @@
 // registries, and decides per caller whether a host and port are allowed.
 //
 // It does no I/O. What it does not guarantee: that a name resolves to an address that is safe
-// to dial (the proxy must resolve, check every address with Special, and dial exactly the
-// checked one), that the TLS server name inside a tunnel matches the host (the proxy peeks the
+// to dial (the proxy must resolve, check every address with Pick on every request, and dial
+// exactly the address Pick returns), that the TLS server name inside a tunnel matches the host (the proxy peeks the
 // ClientHello), or that an allowed host cannot be used to carry data out: a preset or a host
 // that accepts writes (a storage bucket, a code host's API) is an exfiltration channel as wide
 // as that service.

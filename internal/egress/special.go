@@ -87,3 +87,26 @@ func Special(addr netip.Addr) (string, bool) {
 	}
 	return "", false
 }
+
+// Pick checks every address a name resolved to and returns the one to dial: the first IPv4
+// address, else the first. One special address refuses the name, whichever would be dialled:
+// the answer is the resolver's to choose, and a name that mixes public and private addresses
+// is a rebinding attempt. An IPv4-mapped address counts as its IPv4 address (Go returns
+// /etc/hosts IPv4 entries mapped). exempt, when not nil, names special addresses a test world
+// may use. No address is a refusal too.
+func Pick(addrs []netip.Addr, exempt func(netip.Addr) bool) (netip.Addr, Decision) {
+	var pick netip.Addr
+	for _, a := range addrs {
+		a = a.Unmap()
+		if name, special := Special(a); special && (exempt == nil || !exempt(a)) {
+			return netip.Addr{}, RefuseSpecial(name)
+		}
+		if !pick.IsValid() || a.Is4() && !pick.Is4() {
+			pick = a
+		}
+	}
+	if !pick.IsValid() {
+		return pick, deny(RuleSpecialRange+":invalid", "the host resolved to no address")
+	}
+	return pick, Decision{Allow: true}
+}

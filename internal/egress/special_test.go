@@ -125,3 +125,39 @@ func setBit(a netip.Addr, i int) netip.Addr {
 	b[i/8] |= 0x80 >> (i % 8)
 	return netip.AddrFrom16(b)
 }
+
+func TestPick(t *testing.T) {
+	exempt := func(a netip.Addr) bool { return a == netip.MustParseAddr("10.9.9.9") }
+	for _, tc := range []struct {
+		name   string
+		addrs  []string
+		exempt func(netip.Addr) bool
+		want   string // the address picked, or "" for a refusal
+		rule   string
+	}{
+		{"one public", []string{"8.8.8.8"}, nil, "8.8.8.8", ""},
+		{"IPv4 first", []string{"2001:4860::8888", "8.8.4.4", "8.8.8.8"}, nil, "8.8.4.4", ""},
+		{"only IPv6", []string{"2001:4860::8888", "2001:4860::8844"}, nil, "2001:4860::8888", ""},
+		{"mapped counts as IPv4", []string{"2001:4860::8888", "::ffff:8.8.8.8"}, nil, "8.8.8.8", ""},
+		{"private", []string{"10.0.0.1"}, nil, "", "special-range:private-use"},
+		{"mapped private", []string{"::ffff:10.0.0.1"}, nil, "", "special-range:private-use"},
+		{"one special among public", []string{"8.8.8.8", "169.254.169.254"}, nil, "", "special-range:cloud-metadata"},
+		{"special not picked still refuses", []string{"8.8.8.8", "fc00::1"}, nil, "", "special-range:unique-local"},
+		{"exempt", []string{"10.9.9.9"}, exempt, "10.9.9.9", ""},
+		{"exempt and another special", []string{"10.9.9.9", "10.9.9.8"}, exempt, "", "special-range:private-use"},
+		{"invalid", []string{""}, nil, "", "special-range:invalid"},
+		{"none", nil, nil, "", "special-range:invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var addrs []netip.Addr
+			for _, s := range tc.addrs {
+				a, _ := netip.ParseAddr(s)
+				addrs = append(addrs, a)
+			}
+			got, d := Pick(addrs, tc.exempt)
+			if d.Allow != (tc.want != "") || d.Rule != tc.rule || tc.want != "" && got != netip.MustParseAddr(tc.want) {
+				t.Fatalf("got %v %+v; want %q %q", got, d, tc.want, tc.rule)
+			}
+		})
+	}
+}

@@ -82,7 +82,7 @@ func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results
 	for _, p := range peers { // warm-up: code paths, pools, the page cache
 		bulk(ctx, cl, p, 16<<20)
 	}
-	for r := range cfg.bulkRounds {
+	for r := range cfg.roundsOf("bulk", cfg.bulkRounds) {
 		for _, p := range turn(peers, r) {
 			s, m := res.at("bulk", p.name), start(cl, p)
 			v, err := bulk(ctx, cl, p, cfg.bulk)
@@ -97,7 +97,7 @@ func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results
 		}
 	}
 	lat := map[string][]float64{}
-	for r := range cfg.rounds {
+	for r := range cfg.roundsOf("latency", cfg.rounds) {
 		for _, p := range turn(peers, r) {
 			if ctx.Err() != nil {
 				return res
@@ -114,6 +114,9 @@ func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results
 		}
 	}
 	for _, p := range peers { // the figure is the percentile of all samples; rounds show the spread
+		if !cfg.figures["latency"] {
+			break
+		}
 		p50, p99 := res.at("latency_p50", p.name), res.at("latency_p99", p.name)
 		if d := lat[p.name]; len(d) > 0 {
 			p50.Value, p99.Value = percentile(d, 50), percentile(d, 99)
@@ -123,6 +126,9 @@ func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results
 	}
 	for r := range cfg.rounds {
 		for _, key := range []string{"rps_keepalive", "rps_newconn", "rps_plain"} {
+			if !cfg.figures[key] {
+				continue
+			}
 			for _, p := range turn(peers, r) {
 				if ctx.Err() != nil {
 					return res
@@ -138,6 +144,14 @@ func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results
 		}
 	}
 	return res
+}
+
+// roundsOf is n, or 0 when figure is not to be measured.
+func (cfg config) roundsOf(figure string, n int) int {
+	if !cfg.figures[figure] {
+		return 0
+	}
+	return n
 }
 
 // meter counts, while one measurement runs, the bench DNS server's answers and the proxy

@@ -26,6 +26,8 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -33,7 +35,7 @@ import (
 type config struct {
 	work        string // scratch folder: manifest, logs
 	net         string // sharness-net as built from this repository
-	netNoLimit  string // the same with the per-caller rate limit lifted (diagnostic), or ""
+	netNoLimit  string // -rate-per-caller for a second net peer (diagnostic), or ""
 	netVersion  string
 	smokescreen string // stripe/smokescreen binary, or ""
 	stdlibCopy  bool   // also run the stdlib proxy copying through user space (diagnostic)
@@ -41,13 +43,14 @@ type config struct {
 	src         netip.Addr
 	out         string // JSON results file, or ""
 
-	bulk       int64         // bytes per bulk transfer
-	n          int           // sequential new-connection samples
-	clients    int           // concurrent clients for the requests/s figures
-	dur        time.Duration // length of one requests/s window
-	rounds     int           // interleaved rounds of the latency and requests/s figures
-	bulkRounds int           // interleaved bulk transfers per peer
-	deadline   time.Duration // the whole run
+	bulk       int64           // bytes per bulk transfer
+	n          int             // sequential new-connection samples
+	clients    int             // concurrent clients for the requests/s figures
+	dur        time.Duration   // length of one requests/s window
+	rounds     int             // interleaved rounds of the latency and requests/s figures
+	bulkRounds int             // interleaved bulk transfers per peer
+	deadline   time.Duration   // the whole run
+	figures    map[string]bool // the figures to measure (metric keys; "latency" for both percentiles)
 }
 
 func main() {
@@ -55,10 +58,10 @@ func main() {
 		os.Exit(stdproxyMain(os.Args[2:]))
 	}
 	var cfg config
-	var src string
+	var src, figures string
 	flag.StringVar(&cfg.work, "work", "", "scratch folder (required)")
 	flag.StringVar(&cfg.net, "net", "", "sharness-net binary (required)")
-	flag.StringVar(&cfg.netNoLimit, "net-nolimit", "", "sharness-net built with the rate limit lifted; empty skips this diagnostic peer")
+	flag.StringVar(&cfg.netNoLimit, "net-nolimit", "", "also run net with this -rate-per-caller (e.g. 1000000/1000000), its flood brake raised out of the way; empty skips this diagnostic peer")
 	flag.StringVar(&cfg.netVersion, "net-version", "", "what the net binaries were built from, for the report")
 	flag.StringVar(&cfg.smokescreen, "smokescreen", "", "smokescreen binary; empty skips smokescreen")
 	flag.BoolVar(&cfg.stdlibCopy, "stdlib-copy", false, "also run the stdlib proxy with user-space copies instead of splice (diagnostic peer)")
@@ -72,9 +75,17 @@ func main() {
 	flag.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds of the latency and requests/s figures (median reported)")
 	flag.IntVar(&cfg.bulkRounds, "bulk-rounds", 5, "interleaved bulk transfers per peer (median reported)")
 	flag.DurationVar(&cfg.deadline, "deadline", 170*time.Second, "stop measuring after this long, whatever is left")
+	flag.StringVar(&figures, "figures", "bulk,latency,rps_keepalive,rps_newconn,rps_plain", "comma-separated figures to measure (to iterate on one; a full run measures all)")
 	flag.Parse()
+	cfg.figures = map[string]bool{}
+	known := true
+	for _, f := range strings.Split(figures, ",") {
+		f = strings.TrimSpace(f)
+		cfg.figures[f] = true
+		known = known && (f == "latency" || slices.ContainsFunc(metrics, func(m metric) bool { return m.Key == f && !strings.HasPrefix(f, "latency") }))
+	}
 	a, err := netip.ParseAddr(src)
-	if err != nil || cfg.work == "" || cfg.net == "" || cfg.cli == "" || cfg.rounds < 1 || cfg.bulkRounds < 1 || cfg.n < 1 || cfg.clients < 1 {
+	if err != nil || !known || cfg.work == "" || cfg.net == "" || cfg.cli == "" || cfg.rounds < 1 || cfg.bulkRounds < 1 || cfg.n < 1 || cfg.clients < 1 {
 		fmt.Fprintln(os.Stderr, "netbench: bad flags; run it through hack/bench-net.sh")
 		os.Exit(2)
 	}

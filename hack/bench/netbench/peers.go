@@ -116,17 +116,17 @@ func startPeers(ctx context.Context, cfg config, w *world) ([]*peer, error) {
 	if err != nil {
 		return peers, err
 	}
-	n, err := startNet(cfg, peerNet, cfg.net, policy, hash, w)
+	n, err := startNet(cfg, peerNet, policy, hash, w)
 	if err != nil {
 		return peers, err
 	}
-	n.note = "as built from this tree (policy " + hash[:19] + "…)"
+	n.note = "as built from this tree, its defaults as shipped (policy " + hash[:19] + "…)"
 	peers = append(peers, n)
 	if cfg.netNoLimit != "" {
-		if n, err = startNet(cfg, peerNetNoLimit, cfg.netNoLimit, policy, hash, w); err != nil {
+		if n, err = startNet(cfg, peerNetNoLimit, policy, hash, w, "-rate-per-caller", cfg.netNoLimit); err != nil {
 			return peers, err
 		}
-		n.note = "diagnostic: the same source with the per-caller rate limit lifted (go build -overlay); not what ships"
+		n.note = "diagnostic: the same binary with -rate-per-caller " + cfg.netNoLimit + ", its flood brake out of the way; not the shipped default"
 		peers = append(peers, n)
 	}
 	if cfg.smokescreen != "" {
@@ -265,17 +265,18 @@ mount -o remount,bind,ro /etc/sharness/policy
 shift
 exec "$@"`
 
-func startNet(cfg config, name, bin, policy, hash string, w *world) (*peer, error) {
+func startNet(cfg config, name, policy, hash string, w *world, extra ...string) (*peer, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
 	p := &peer{name: name, proxy: addr, version: cfg.netVersion}
 	env := []string{"SHARNESS_AI_POLICY_HASH=" + hash, "SHARNESS_AI_COMPONENT=net"}
-	return p, startProcess(cfg, p, env, nil, "unshare", "--mount", "--propagation", "private", "--",
+	args := append([]string{"unshare", "--mount", "--propagation", "private", "--",
 		"/bin/sh", "-c", netInNamespace, "sh", policy,
-		bin, "-listen", addr, "-mtls-listen", "127.0.0.1:0", "-resolver", w.dns,
-		"-unsafe-allow-addr-for-tests", w.addr.String())
+		cfg.net, "-listen", addr, "-mtls-listen", "127.0.0.1:0", "-resolver", w.dns,
+		"-unsafe-allow-addr-for-tests", w.addr.String()}, extra...)
+	return p, startProcess(cfg, p, env, nil, args...)
 }
 
 // startSmokescreen runs smokescreen with an ACL whose default rule allows only the origin's

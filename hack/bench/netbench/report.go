@@ -98,11 +98,10 @@ func buildReport(cfg config, peers []*peer, res results, elapsed time.Duration) 
 		}
 	}
 	for _, n := range []string{peerNet, peerNetNoLimit} {
-		if res["bulk"][n] == nil {
-			continue
+		if res["bulk"][n] != nil && res["bulk"][peerStdlib] != nil {
+			r.Goals = append(r.Goals, newGoal(n, "bulk throughput ≥ the stdlib proxy's", r.Ratios["bulk"][n].ToStdlib, true,
+				res["bulk"][n], res["bulk"][peerStdlib]))
 		}
-		r.Goals = append(r.Goals, newGoal(n, "bulk throughput ≥ the stdlib proxy's", r.Ratios["bulk"][n].ToStdlib, true,
-			res["bulk"][n], res["bulk"][peerStdlib]))
 		for _, m := range metrics {
 			s := res[m.Key][n]
 			if s == nil || res[m.Key][peerSmokescreen] == nil {

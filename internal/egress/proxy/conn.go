@@ -5,8 +5,8 @@
 // tunnel's mechanics are in internal/egress/tunnel, which shares Limits from here.
 //
 // What it does not do: check callers, hosts, ports or addresses; internal/egress decides and
-// images/net wires the decisions in. Lookup builds a resolver but nothing here calls one: every
-// address it dials was handed to it.
+// images/net wires the decisions in. It resolves no name: every address it dials was handed to
+// it.
 package proxy
 
 import (
@@ -39,19 +39,31 @@ type Limits struct {
 // its head arrive within Header. serve gets the request, or nil and the refusal (with its
 // status) of a head that could not be read, which it must answer.
 func (cs *Conns) Loop(raw, c net.Conn, lim Limits, serve func(br *bufio.Reader, req *http.Request, status int, d egress.Decision) bool) {
-	br := bufio.NewReaderSize(c, lim.MaxHeader)
+	br, _ := readers.Get().(*bufio.Reader)
+	if br == nil || br.Size() != lim.MaxHeader {
+		br = bufio.NewReaderSize(nil, lim.MaxHeader)
+	}
+	br.Reset(c)
 	for cs.Idle(raw, true) {
 		c.SetReadDeadline(time.Now().Add(lim.KeepAlive))
 		if _, err := br.Peek(1); err != nil || !cs.Idle(raw, false) {
-			return
+			break
 		}
 		c.SetReadDeadline(time.Now().Add(lim.Header))
 		req, status, d := ReadRequest(br, lim.MaxHeader)
 		if !serve(br, req, status, d) || req == nil {
-			return
+			if req != nil && req.ContentLength != 0 {
+				return // a Transport may still read the body from br (http.RoundTripper)
+			}
+			break
 		}
 	}
+	br.Reset(nil) // nothing reads br any more: another connection may use it
+	readers.Put(br)
 }
+
+// readers are request-head buffers, kept between connections.
+var readers sync.Pool
 
 // ReadRequest reads one request head of at most max bytes from br (whose buffer must hold max
 // bytes) and parses it. The raw head is checked before Go parses it, because Go's parser
@@ -106,8 +118,10 @@ func headEnd(b []byte) int {
 
 // hasField reports whether a line of head after the request line names the field name.
 func hasField(head []byte, name string) bool {
-	lines := bytes.Split(head, []byte("\n"))
-	for _, l := range lines[1:] {
+	_, rest, _ := bytes.Cut(head, []byte("\n"))
+	for len(rest) > 0 {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte("\n"))
 		if k, _, ok := bytes.Cut(l, []byte(":")); ok && strings.EqualFold(string(bytes.TrimSpace(k)), name) {
 			return true
 		}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sharness-ai/sharness/internal/egress"
 )
 
 var requestCases = []struct {
@@ -253,5 +255,98 @@ func TestConnsRunSurvivesPanicAndShutsDown(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return")
+	}
+}
+
+// countingConn counts its writes.
+type countingConn struct {
+	net.Conn
+	writes int
+}
+
+func (c *countingConn) Write(p []byte) (int, error) { c.writes++; return c.Conn.Write(p) }
+
+// TestWriteResponseFlushing: a small body of known length goes out with the head in one write;
+// a streamed body is not held back while the relay waits for more of it.
+func TestWriteResponseFlushing(t *testing.T) {
+	req := &http.Request{Method: "GET", ProtoMajor: 1, ProtoMinor: 1}
+	a, b := tcpPair(t)
+	cc := &countingConn{Conn: a}
+	small := &http.Response{StatusCode: 200, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, ContentLength: 512,
+		Body: io.NopCloser(strings.NewReader(strings.Repeat("x", 512)))}
+	if _, _, err := WriteResponse(cc, req, small, true, time.Minute); err != nil || cc.writes != 1 {
+		t.Fatalf("small body: %d writes, %v; want 1", cc.writes, err)
+	}
+	br := bufio.NewReader(b)
+	if resp, err := http.ReadResponse(br, req); err != nil || resp.ContentLength != 512 {
+		t.Fatalf("small body: %v %v", resp, err)
+	} else {
+		io.Copy(io.Discard, resp.Body)
+	}
+
+	for _, length := range []int64{-1, 64 << 10} { // chunked; known but over the buffer
+		pr, pw := io.Pipe()
+		stream := &http.Response{StatusCode: 200, ProtoMajor: 1, ProtoMinor: 1, Header: http.Header{}, ContentLength: length, Body: pr}
+		if length < 0 {
+			stream.TransferEncoding = []string{"chunked"}
+		}
+		done := make(chan error, 1)
+		go func() { _, _, err := WriteResponse(a, req, stream, true, time.Minute); done <- err }()
+		pw.Write([]byte("part one;"))
+		b.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			t.Fatalf("length %d: the head was held back: %v", length, err)
+		}
+		got := make([]byte, len("part one;"))
+		if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != "part one;" {
+			t.Fatalf("length %d: the first part was held back: %q %v", length, got, err)
+		}
+		go func() { pw.Write(make([]byte, max(0, length-int64(len(got))))); pw.Close() }()
+		io.Copy(io.Discard, resp.Body)
+		if err := <-done; err != nil {
+			t.Fatalf("length %d: %v", length, err)
+		}
+	}
+}
+
+func TestParseBrake(t *testing.T) {
+	for in, want := range map[string]string{
+		"2000/4000": "2000/4000", "0.5/1": "0.5/1", "1e6/1000000": "1e+06/1000000",
+		"": "", "2000": "", "0/1": "", "-1/5": "", "2000/0": "", "2000/-1": "", "inf/1": "", "NaN/1": "",
+		"2000/4000/1": "", " 2000/4000": "", "2000/4.5": "",
+	} {
+		b, err := ParseBrake(in)
+		if got := b.String(); want == "" && err == nil || want != "" && (err != nil || got != want) {
+			t.Errorf("ParseBrake(%q) = %s, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestLoopKeepsBusyReaders: Loop hands its head buffer to the next connection only when no
+// request body still reads from it (a Transport may read one after the response is back).
+func TestLoopKeepsBusyReaders(t *testing.T) {
+	cs := NewConns()
+	lim := Limits{Header: 5 * time.Second, KeepAlive: 5 * time.Second, MaxHeader: 1024}
+	a, b := tcpPair(t)
+	go io.WriteString(a, "POST http://x.test/ HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+	var post *http.Request
+	var busy *bufio.Reader
+	cs.Loop(b, b, lim, func(br *bufio.Reader, req *http.Request, _ int, _ egress.Decision) bool {
+		post, busy = req, br
+		return false
+	})
+	for range 3 {
+		c, d := tcpPair(t)
+		go io.WriteString(c, "GET http://x.test/ HTTP/1.1\r\nHost: x\r\n\r\n")
+		cs.Loop(d, d, lim, func(br *bufio.Reader, req *http.Request, _ int, _ egress.Decision) bool {
+			if br == busy {
+				t.Error("a buffer a request body still reads from went to another connection")
+			}
+			return false
+		})
+	}
+	if got, err := io.ReadAll(post.Body); string(got) != "hello" || err != nil {
+		t.Fatalf("the body: %q, %v", got, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -82,15 +83,16 @@ func (c idleConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// Forward sends req as a fresh request to u (req's URL with the checked host) through tr in
-// ctx: hop-by-hop and Proxy-* fields dropped, the body, if any, cut at maxBody and required to
-// keep moving within idle. It answers an Expect: 100-continue itself. A Transport never
-// follows redirects: a 3xx comes back as it is.
-func Forward(ctx context.Context, tr http.RoundTripper, c net.Conn, req *http.Request, u *url.URL, maxBody int64, idle time.Duration) (*http.Response, error) {
+// Forward sends req as a fresh request to u (req's URL with the checked host, or the checked
+// address) with the Host field host, through tr in ctx: hop-by-hop and Proxy-* fields dropped,
+// the body, if any, cut at maxBody and required to keep moving within idle. It answers an
+// Expect: 100-continue itself. A Transport never follows redirects: a 3xx comes back as it is.
+func Forward(ctx context.Context, tr http.RoundTripper, c net.Conn, req *http.Request, u *url.URL, host string, maxBody int64, idle time.Duration) (*http.Response, error) {
 	out, err := http.NewRequestWithContext(ctx, req.Method, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+	out.Host = host
 	out.Header = req.Header.Clone()
 	DropHopByHop(out.Header)
 	out.Header.Del("Expect")
@@ -105,7 +107,8 @@ func Forward(ctx context.Context, tr http.RoundTripper, c net.Conn, req *http.Re
 }
 
 // WriteResponse relays resp to the caller of req over c with fresh framing, flushing whenever
-// it waits for more of resp's body, so a streamed response is not held back. Each write must
+// it waits for more of resp's body, so a streamed response is not held back; a body whose
+// length is known and fits the buffer goes out with the head, in one write. Each write must
 // make progress within idle. It returns the body bytes written and whether c may carry
 // another request (keep, unless the body had to be delimited by closing).
 func WriteResponse(c net.Conn, req *http.Request, resp *http.Response, keep bool, idle time.Duration) (int64, bool, error) {
@@ -119,8 +122,10 @@ func WriteResponse(c net.Conn, req *http.Request, resp *http.Response, keep bool
 	if out.ContentLength < 0 && len(out.TransferEncoding) == 0 {
 		out.Close = true
 	}
-	bw := bufio.NewWriterSize(deadlineWriter{c, idle}, 32<<10)
-	body := &flushingReader{r: resp.Body, bw: bw}
+	bw := writers.Get().(*bufio.Writer)
+	defer func() { bw.Reset(io.Discard); writers.Put(bw) }()
+	bw.Reset(deadlineWriter{c, idle})
+	body := &flushingReader{r: resp.Body, bw: bw, hold: out.ContentLength >= 0 && out.ContentLength <= int64(bw.Size())}
 	out.Body = body
 	err := out.Write(writerOnly{bw}) // bufio's ReadFrom must not run into flushingReader's flushes
 	if err == nil {
@@ -129,16 +134,24 @@ func WriteResponse(c net.Conn, req *http.Request, resp *http.Response, keep bool
 	return body.n, !out.Close, err
 }
 
-// flushingReader flushes the caller's buffer before every read of the upstream body.
+// writers are the response buffers, shared by all connections: one is held only while a
+// response is relayed.
+var writers = sync.Pool{New: func() any { return bufio.NewWriterSize(io.Discard, 32<<10) }}
+
+// flushingReader flushes the caller's buffer before every read of the upstream body, unless
+// it holds the body back until the end (a small one of known length).
 type flushingReader struct {
-	r  io.ReadCloser
-	bw *bufio.Writer
-	n  int64
+	r    io.ReadCloser
+	bw   *bufio.Writer
+	hold bool
+	n    int64
 }
 
 func (f *flushingReader) Read(p []byte) (int, error) {
-	if err := f.bw.Flush(); err != nil {
-		return 0, err
+	if !f.hold {
+		if err := f.bw.Flush(); err != nil {
+			return 0, err
+		}
 	}
 	n, err := f.r.Read(p)
 	f.n += int64(n)

@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"errors"
-	"net"
-	"net/netip"
 	"net/url"
 )
 
@@ -19,16 +16,4 @@ func ParseUpstream(s string) (*url.URL, error) {
 		return nil, errors.New("the upstream proxy must be http://[user:pass@]host:port")
 	}
 	return u, nil
-}
-
-// Lookup returns a resolver function using Go's own resolver (never cgo, which reads 127.1 as
-// an address: DESIGN.md §10), asking server (ip:port) when given, else the system's servers.
-func Lookup(server string) func(context.Context, string) ([]netip.Addr, error) {
-	r := &net.Resolver{PreferGo: true}
-	if server != "" {
-		r.Dial = func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, server)
-		}
-	}
-	return func(ctx context.Context, host string) ([]netip.Addr, error) { return r.LookupNetIP(ctx, "ip", host) }
 }

@@ -69,20 +69,26 @@ func Tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host egress.Host, lim pro
 // replay upstream; br is left empty) and the server name, "" when the bytes are not a
 // ClientHello or carry no SNI. The caller sets the read deadline.
 func PeekHello(br *bufio.Reader) (hello []byte, sni string) {
-	rc := &helloConn{r: io.LimitReader(br, maxHello)}
-	tls.Server(rc, &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-		sni = h.ServerName
-		return nil, errors.New("peeked")
-	}}).Handshake()
+	rc := &helloConn{r: io.LimitReader(br, maxHello), buf: make([]byte, 0, 2048)}
+	tls.Server(rc, peekConfig).Handshake()
 	rest, _ := br.Peek(br.Buffered()) // read ahead by bufio, not yet by crypto/tls
 	br.Discard(len(rest))
-	return append(rc.buf, rest...), sni
+	return append(rc.buf, rest...), rc.sni
 }
+
+// peekConfig stops every handshake at the ClientHello, noting its server name on the helloConn.
+var peekConfig = &tls.Config{GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+	h.Conn.(*helloConn).sni = h.ServerName
+	return nil, errPeeked
+}}
+
+var errPeeked = errors.New("peeked")
 
 // helloConn feeds crypto/tls and keeps a copy; it never writes.
 type helloConn struct {
 	r   io.Reader
 	buf []byte
+	sni string
 }
 
 func (h *helloConn) Read(p []byte) (int, error) {
