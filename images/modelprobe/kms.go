@@ -48,7 +48,9 @@ func kmsDoorsFromEnv(getenv func(string) string) ([]sidedoor.Door, error) {
 	if !s.withEdge {
 		return []sidedoor.Door{{Name: "kms/without-edge", Expected: "tls-refused", Limit: 15e9,
 			Why: "custody answering a role the policy gives no edge to kms",
-			Try: func(ctx context.Context) (string, string) { return s.post(ctx, "unwrap", s.unwrap(s.policyHash, time.Now())) }}}, nil
+			Try: func(ctx context.Context) (string, string) {
+				return s.post(ctx, "unwrap", s.unwrap(s.policyHash, time.Now()))
+			}}}, nil
 	}
 	return []sidedoor.Door{
 		{Name: "kms/wrong-policy-hash", Expected: "403/policy_mismatch", Limit: 15e9, Why: "a caller running under another policy opening secrets",
