@@ -152,6 +152,10 @@ mkdir -p "$BIN"
 for c in "${COMPONENTS[@]}"; do
 	log "preparing $c"
 	"prepare_$c"
+done
+# Every bin/ folder exists before the first build: the legacy builder runs every stage above
+# its target in the Dockerfile, whatever the target needs.
+for c in "${COMPONENTS[@]}"; do
 	log "building sharness/$c:$TAG"
 	# The legacy builder: BuildKit would want the buildx plugin, and neither needs a registry
 	# for FROM scratch.
