@@ -160,10 +160,15 @@ func unquote(lit []byte) ([]byte, error) {
 	}
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c != '\\' {
-			out = append(out, c)
-			i++
+		if s[i] != '\\' {
+			// Copy the run up to the next escape at once: tool output is mostly plain text with
+			// an escaped newline per line.
+			j := bytes.IndexByte(s[i:], '\\')
+			if j < 0 {
+				j = len(s) - i
+			}
+			out = append(out, s[i:i+j]...)
+			i += j
 			continue
 		}
 		if i+1 >= len(s) {
