@@ -33,12 +33,10 @@ import (
 	"github.com/sharness-ai/sharness/internal/kms/custody"
 	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
+	"github.com/sharness-ai/sharness/internal/seal"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
-
-// BundlePrefix starts the one stdout line that carries the bundle.
-const BundlePrefix = "SHARNESS_AI_KMS_BUNDLE "
 
 // DefaultSecretsDir is where the compose file mounts the sealed secrets, read-only.
 const DefaultSecretsDir = "/etc/sharness/secrets"
@@ -110,7 +108,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) er
 	}
 	ln = tls.NewListener(ln, mtls.ServerConfig(src, src, m, c.Name))
 	defer ln.Close()
-	fmt.Fprintf(stdout, "%s%s\n", BundlePrefix, srv.Public().Marshal())
+	fmt.Fprintf(stdout, "%s%s\n", seal.BundleLogPrefix, srv.Public().Marshal())
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 8 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}

@@ -64,9 +64,9 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), BundlePrefix)
+	data, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), seal.BundleLogPrefix)
 	if !ok {
-		t.Fatalf("first stdout line %q lacks %q", line, BundlePrefix)
+		t.Fatalf("first stdout line %q lacks %q", line, seal.BundleLogPrefix)
 	}
 	b, err := seal.ParseBundle([]byte(data))
 	if err != nil || b.PolicyHash() != m.Hash {

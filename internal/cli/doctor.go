@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/doctor"
 	"github.com/sharness-ai/sharness/internal/doctor/probe"
+	"github.com/sharness-ai/sharness/internal/seal"
 )
 
 // doctorEnv is how `doctor` learns about the host; tests replace it (and composeLogs).
@@ -78,7 +79,7 @@ func kmsFacts(ctx context.Context, project string) doctor.KMS {
 	switch {
 	case err != nil:
 		k.Err = fmt.Errorf("%w: %v", doctor.ErrNoStack, err)
-	case !bytes.Contains(logs, []byte(BundlePrefix)):
+	case !bytes.Contains(logs, []byte(seal.BundleLogPrefix)):
 		k.Err = doctor.ErrNoStack
 	default:
 		k.Bundle, k.Err = lastBundle(logs)

@@ -76,7 +76,7 @@ func TestDoctor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := BundlePrefix + string(b.Marshal()) + "\n"
+	logs := seal.BundleLogPrefix + string(b.Marshal()) + "\n"
 
 	t.Run("text", func(t *testing.T) {
 		projects := fakeHost(t, healthyDocker, healthyFiles, logs)

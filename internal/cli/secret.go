@@ -23,9 +23,6 @@ import (
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
-// BundlePrefix starts the line sharness-kms prints its bundle on (images/kms).
-const BundlePrefix = "SHARNESS_AI_KMS_BUNDLE "
-
 // secretInput is where `secret seal` reads the secret: stdin, never argv (argv is visible to
 // every process of the host and lands in shell history). Tests replace it.
 var secretInput io.Reader = os.Stdin
@@ -322,7 +319,7 @@ func lastBundle(logs []byte) (*seal.Bundle, error) {
 	sc := bufio.NewScanner(bytes.NewReader(logs))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimRight(sc.Text(), "\r"), BundlePrefix); ok {
+		if rest, ok := strings.CutPrefix(strings.TrimRight(sc.Text(), "\r"), seal.BundleLogPrefix); ok {
 			last = rest
 		}
 	}
@@ -330,7 +327,7 @@ func lastBundle(logs []byte) (*seal.Bundle, error) {
 		return nil, fmt.Errorf("read kms logs: %w", err)
 	}
 	if last == "" {
-		return nil, errors.New("no " + strings.TrimSpace(BundlePrefix) + " line in the kms logs: is the stack up, and kms started?")
+		return nil, errors.New("no " + strings.TrimSpace(seal.BundleLogPrefix) + " line in the kms logs: is the stack up, and kms started?")
 	}
 	return seal.ParseBundle([]byte(last))
 }

@@ -187,7 +187,7 @@ func TestKMSBundle(t *testing.T) {
 	}
 	t.Cleanup(func() { composeLogs = orig })
 
-	logs = BundlePrefix + string(old.Marshal()) + "\n{\"level\":\"INFO\"}\r\n" + BundlePrefix + string(cur.Marshal()) + "\r\n{\"msg\":\"serving\"}\n"
+	logs = seal.BundleLogPrefix + string(old.Marshal()) + "\n{\"level\":\"INFO\"}\r\n" + seal.BundleLogPrefix + string(cur.Marshal()) + "\r\n{\"msg\":\"serving\"}\n"
 	code, out, errOut := run(t, "kms", "bundle", "-p", "demo", "-f", "compose.yml", "-f", "world.yml")
 	if code != ExitOK || out != string(cur.Marshal())+"\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want the last bundle", code, out, errOut)
@@ -208,7 +208,7 @@ func TestKMSBundle(t *testing.T) {
 	}
 	for name, l := range map[string]string{
 		"no bundle line": "{\"msg\":\"starting\"}\n",
-		"invalid last":   BundlePrefix + string(cur.Marshal()) + "\n" + BundlePrefix + "{\"v\":1}\n",
+		"invalid last":   seal.BundleLogPrefix + string(cur.Marshal()) + "\n" + seal.BundleLogPrefix + "{\"v\":1}\n",
 	} {
 		logs = l
 		if code, _, errOut := run(t, "kms", "bundle"); code != ExitRefused || !strings.Contains(strings.ToLower(errOut), "bundle") {

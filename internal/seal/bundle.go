@@ -33,6 +33,10 @@ type bundleFile struct {
 	Hygiene     map[string]string `json:"hygiene"`
 }
 
+// BundleLogPrefix starts the one line on which sharness-kms prints its bundle at start
+// (images/kms), and by which `sharness-ai kms bundle` and `doctor` find it in its log.
+const BundleLogPrefix = "SHARNESS_AI_KMS_BUNDLE "
+
 // Bundle is a kms identity's public description: what `sharness-ai secret seal --to` seals to.
 // It holds public material only.
 type Bundle struct {
