@@ -129,8 +129,15 @@ func (s *stack) sealKey(ctx context.Context, k apiKey, secrets, not string) stri
 	return fp
 }
 
-// withKey starts the infrastructure with a freshly sealed key and returns the key.
-func withKey(t *testing.T, env ...string) (*stack, apiKey, string) {
+// sealed is what withKey set up: the key, the folder kms reads it from, and the fingerprint of
+// the kms identity it is sealed to.
+type sealed struct {
+	key         apiKey
+	secrets, fp string
+}
+
+// withKey starts the infrastructure with a freshly sealed key.
+func withKey(t *testing.T, env ...string) (*stack, sealed) {
 	t.Helper()
 	k := newAPIKey(t)
 	kenv, secrets := keyEnv(t, k)
@@ -138,6 +145,6 @@ func withKey(t *testing.T, env ...string) (*stack, apiKey, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	s.upInfra(ctx)
-	s.sealKey(ctx, k, secrets, "")
-	return s, k, secrets
+	fp := s.sealKey(ctx, k, secrets, "")
+	return s, sealed{key: k, secrets: secrets, fp: fp}
 }

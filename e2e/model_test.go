@@ -37,7 +37,8 @@ var modelDoors = []string{
 // kms gone llm fails closed, and it recovers when kms is back and the key is sealed to it again.
 func TestModelPath(t *testing.T) {
 	hash := policyHash(t, repoRoot(t))
-	s, k, secrets := withKey(t, "SHARNESS_AI_POLICY_HASH="+hash)
+	s, sk := withKey(t, "SHARNESS_AI_POLICY_HASH="+hash)
+	k := sk.key
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	clearRecord(t)
@@ -115,7 +116,6 @@ func TestModelPath(t *testing.T) {
 		}
 	})
 	t.Run("kms-away-and-back", func(t *testing.T) {
-		old := bundleFingerprint(t, s.logs("kms"))
 		if out, err := s.compose(ctx, "kill", "kms"); err != nil {
 			t.Fatalf("docker compose kill kms: %v\n%s", err, out)
 		}
@@ -129,7 +129,7 @@ func TestModelPath(t *testing.T) {
 		}
 		// A new kms process is a new session identity: the key sealed to the old one is useless
 		// to it, and the person seals again (README: "a restarted kms").
-		s.sealKey(ctx, k, secrets, old)
+		s.sealKey(ctx, k, sk.secrets, sk.fp)
 		out, err = s.run(ctx, "", "--entrypoint", "/sharness-modelprobe", "agent", "-call", "ok")
 		checkOnlyDoors(t, out, err, []string{"model/call-ok"})
 	})
@@ -263,15 +263,4 @@ func keyNowhere(t *testing.T, s *stack, ctx context.Context, k apiKey) {
 	look("files", files)
 	look("processes' environments and command lines",
 		docker("exec", name, "/bin/busybox", "sh", "-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline"))
-}
-
-// bundleFingerprint is the fingerprint in kms's last bundle line.
-func bundleFingerprint(t *testing.T, logs string) string {
-	t.Helper()
-	i := strings.LastIndex(logs, `"fingerprint":"`)
-	if i < 0 {
-		t.Fatalf("no bundle in kms's logs:\n%s", logs)
-	}
-	rest := logs[i+len(`"fingerprint":"`):]
-	return rest[:strings.IndexByte(rest, '"')]
 }

@@ -111,7 +111,7 @@ func TestWall(t *testing.T) {
 	controlHostService(t, port)
 
 	root := repoRoot(t)
-	s, _, _ := withKey(t,
+	s, _ := withKey(t,
 		"SHARNESS_AI_POLICY_HASH="+policyHash(t, root),
 		"SHARNESS_PROBE_HOST_ADDRS="+hostAddrs(t, port, "10.213.0.1", "10.214.0.1"))
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
