@@ -89,6 +89,16 @@ func TestModelPath(t *testing.T) {
 				t.Errorf("doctor has no %s line: kms's memory hygiene does not reach the operator\n%s", name, out)
 			}
 		}
+		// What needs no kernel feature must hold in the shipped container; memfd_secret must
+		// work in kms wherever the host has it (the compiled seccomp profile allows it).
+		for _, name := range []string{"kms/not_dumpable", "kms/no_core"} {
+			if seen[name] != "ok" {
+				t.Errorf("%s is %q in the running kms, want ok\n%s", name, seen[name], out)
+			}
+		}
+		if seen["memfd_secret"] == "ok" && seen["kms/memfd_secret"] != "ok" {
+			t.Errorf("the host has memfd_secret but kms runs without it (%q)\n%s", seen["kms/memfd_secret"], out)
+		}
 	})
 	t.Run("kms-doors", func(t *testing.T) {
 		for _, seat := range []struct {
