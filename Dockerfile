@@ -49,6 +49,35 @@ COPY bin/sharness-net /sharness-net
 USER 65531:65531
 ENTRYPOINT ["/sharness-net"]
 
+# bash: the agent's shell as an MCP tool; each command runs in a fresh sandbox the server makes.
+# bin/bash-rootfs holds /sharness-bash and a Debian userland (bash, coreutils, git, curl, make,
+# strace, ...) with its libraries, copied by hack/build-images.sh. Runs as the workspace's uid.
+FROM scratch AS bash
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-bash" \
+      org.opencontainers.image.description="SHarness bash: a fresh sandbox per shell command, as an MCP tool" \
+      ai.sharness.component="bash"
+COPY bin/bash-rootfs/ /
+ENV HOME=/tmp
+USER 65532:65532
+ENTRYPOINT ["/sharness-bash"]
+
+# fs: the only writer of the workspace's protected paths, under content rules.
+FROM scratch AS fs
+ARG VERSION=dev
+ARG SOURCE=https://github.com/sharness-ai/sharness
+LABEL org.opencontainers.image.source=$SOURCE \
+      org.opencontainers.image.version=$VERSION \
+      org.opencontainers.image.title="sharness-fs" \
+      org.opencontainers.image.description="SHarness fs: the only writer of the workspace's protected paths" \
+      ai.sharness.component="fs"
+COPY bin/sharness-fs /sharness-fs
+USER 65532:65532
+ENTRYPOINT ["/sharness-fs"]
+
 # world: the offline "outside world" of the demo and the e2e suite (DNS, HTTPS with a throwaway
 # CA, a git repository, a redirector, echo). Test infrastructure, not a component: it never
 # runs in a real stack. /world-ca is where it writes its CA certificate, owned by its uid so

@@ -225,10 +225,12 @@ func TestDefaultStackNetworks(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"agent": {"edge-agent-llm", "edge-agent-net"},
+		"agent": {"edge-agent-bash", "edge-agent-fs", "edge-agent-llm", "edge-agent-net"},
 		"llm":   {"edge-agent-llm", "edge-llm-kms", "edge-llm-net"},
 		"kms":   {"edge-llm-kms"},
-		"net":   {"edge-agent-net", "edge-llm-net", EgressNetwork},
+		"net":   {"edge-agent-net", "edge-bash-net", "edge-llm-net", EgressNetwork},
+		"bash":  {"edge-agent-bash", "edge-bash-net"},
+		"fs":    {"edge-agent-fs"},
 	}
 	for svc, nets := range want {
 		var got []string

@@ -77,8 +77,17 @@ func explainRows(m *pbp.Manifest, c *pbp.Component, denied []string) []Row {
 	if c.MaxRuntime > 0 {
 		rows = append(rows, Row{"process.max_runtime", strconv.FormatInt(c.MaxRuntime, 10) + " s", "not enforced by the artefacts", "not enforced by the artefacts"})
 	}
-	if len(c.Protected) > 0 {
-		rows = append(rows, Row{"files.protected", strings.Join(c.Protected, " "), "not enforced by the artefacts (fs component)", "not enforced by the artefacts (fs component)"})
+	if c.Workspace != "" {
+		rows = append(rows, Row{"files.workspace", c.Workspace, "mounts (bind from " + compile.WorkspaceRoot + ")", "volumes (bind from $SHARNESS_AI_WORKSPACE)"})
+	}
+	switch {
+	case len(c.Protected) == 0:
+	case c.Workspace == "":
+		rows = append(rows, Row{"files.protected", strings.Join(c.Protected, " "), "none: no workspace is mounted", "none: no workspace is mounted"})
+	case c.Kind == pbp.KindFS:
+		rows = append(rows, Row{"files.protected", strings.Join(c.Protected, " "), "writable: fs is their only writer, under its rules", "writable: fs is their only writer, under its rules"})
+	default:
+		rows = append(rows, Row{"files.protected", strings.Join(c.Protected, " "), "mounts (read-only binds; their folders in the workspace bound onto themselves)", "volumes (read-only binds)"})
 	}
 	return rows
 }

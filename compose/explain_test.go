@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 func TestExplain(t *testing.T) {
@@ -18,7 +20,7 @@ func TestExplain(t *testing.T) {
 		}},
 		{"launcher", []string{"unshare"}, nil, map[string]string{"identity.spiffe": "issues every other role's SVID"}},
 		{"fs", []string{"unshare", "ptrace"}, nil, map[string]string{
-			"files.protected": "not enforced by the artefacts", "edges": "agent→fs",
+			"files.protected": "none: no workspace is mounted", "edges": "agent→fs",
 		}},
 		{"net", []string{"unshare"}, nil, map[string]string{
 			"process.capabilities": "none", "edges": "networks: one internal network per edge + egress",
@@ -27,30 +29,44 @@ func TestExplain(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.component, func(t *testing.T) {
-			rows, denied, err := Explain(m, m.Component(tc.component))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range tc.denied {
-				if !slices.Contains(denied, s) {
-					t.Errorf("%s not listed as refused by name", s)
-				}
-			}
-			for _, s := range tc.notDenied {
-				if slices.Contains(denied, s) {
-					t.Errorf("%s listed as refused, but the policy re-allows it", s)
-				}
-			}
-			for field, frag := range tc.rows {
-				i := slices.IndexFunc(rows, func(r Row) bool { return r.Field == field })
-				if i < 0 {
-					t.Errorf("no row for %s", field)
-					continue
-				}
-				if r := rows[i]; !strings.Contains(r.Value+" "+r.Spec+" "+r.Compose, frag) {
-					t.Errorf("row %s = %+v, want it to mention %q", field, r, frag)
-				}
-			}
+			explainCase(t, m, tc.component, tc.denied, tc.notDenied, tc.rows)
 		})
+	}
+	// The default stack mounts a workspace: read-only protected paths for all but fs.
+	def := loadFixture(t, "../policies/default")
+	for name, frag := range map[string]string{"agent": "read-only binds", "bash": "read-only binds", "fs": "only writer"} {
+		t.Run("default/"+name, func(t *testing.T) {
+			explainCase(t, def, name, nil, nil, map[string]string{"files.protected": frag, "files.workspace": "rw"})
+		})
+	}
+}
+
+// explainCase checks one component's explanation: the syscalls it lists as refused by name (and
+// not), and a fragment of each named row.
+func explainCase(t *testing.T, m *pbp.Manifest, component string, denied, notDenied []string, wantRows map[string]string) {
+	t.Helper()
+	rows, refused, err := Explain(m, m.Component(component))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range denied {
+		if !slices.Contains(refused, s) {
+			t.Errorf("%s not listed as refused by name", s)
+		}
+	}
+	for _, s := range notDenied {
+		if slices.Contains(refused, s) {
+			t.Errorf("%s listed as refused, but the policy re-allows it", s)
+		}
+	}
+	for field, frag := range wantRows {
+		i := slices.IndexFunc(rows, func(r Row) bool { return r.Field == field })
+		if i < 0 {
+			t.Errorf("no row for %s", field)
+			continue
+		}
+		if r := rows[i]; !strings.Contains(r.Value+" "+r.Spec+" "+r.Compose, frag) {
+			t.Errorf("row %s = %+v, want it to mention %q", field, r, frag)
+		}
 	}
 }

@@ -56,6 +56,17 @@ const (
 	ProxyPort = 3128 // net's plain proxy, on its callers' edges
 	LLMPort   = 8080 // llm's Messages API, on the agent's edge
 	KMSPort   = 8443 // kms, mutual TLS only
+	BashPort  = 8090 // bash's MCP server, on the agent's edge
+	FSPort    = 8091 // fs's API and MCP server, on the agent's edge
+)
+
+// The person's workspace folder: ./workspace unless SHARNESS_AI_WORKSPACE names another. It and
+// every protected path in it must exist before the stack starts (`sharness-ai workspace init`):
+// the binds never create a missing source, so a missing one stops the container instead of
+// leaving a path unprotected.
+const (
+	WorkspaceMount  = "/workspace"
+	workspaceSource = "${SHARNESS_AI_WORKSPACE:-./workspace}"
 )
 
 // PlaceholderAPIKey is the only API key a caller of llm is given: llm drops it and adds the real
@@ -190,6 +201,11 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 			// placeholder llm throws away.
 			s.Environment["ANTHROPIC_BASE_URL"] = ptr(fmt.Sprintf("http://%s:%d", to.Name, LLMPort))
 			s.Environment["ANTHROPIC_API_KEY"] = ptr(PlaceholderAPIKey)
+		case to.Kind == pbp.KindBash:
+			s.Environment["SHARNESS_AI_BASH_MCP"] = ptr(fmt.Sprintf("http://%s:%d/mcp", to.Name, BashPort))
+		case to.Kind == pbp.KindFS:
+			s.Environment["SHARNESS_AI_FS_URL"] = ptr(fmt.Sprintf("http://%s:%d", to.Name, FSPort))
+			s.Environment["SHARNESS_AI_FS_MCP"] = ptr(fmt.Sprintf("http://%s:%d/mcp", to.Name, FSPort))
 		}
 	}
 	if _, proxied := s.Environment["HTTPS_PROXY"]; proxied {
@@ -214,6 +230,29 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 		// all its memory only when the limit is unlimited, and reports the degradation when not
 		// (internal/kms/hygiene); an override file can raise it where the engine may.
 	}
+	for _, w := range pbp.WorkspaceMounts(c) {
+		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: path.Join(workspaceSource, w.Rel),
+			Target: path.Join(WorkspaceMount, w.Rel), ReadOnly: w.ReadOnly, Bind: &types.ServiceVolumeBind{CreateHostPath: false}})
+	}
+	for _, e := range m.Edges {
+		// A caller of bash or fs starts once they answer: its first command would fail otherwise.
+		if to := m.Component(e.To); e.From == c.Name && (to.Kind == pbp.KindBash || to.Kind == pbp.KindFS) {
+			if s.DependsOn == nil {
+				s.DependsOn = types.DependsOnConfig{}
+			}
+			s.DependsOn[to.Name] = types.ServiceDependency{Condition: types.ServiceConditionHealthy, Required: true}
+		}
+	}
+	if (c.Kind == pbp.KindBash || c.Kind == pbp.KindFS) && len(c.Entrypoint) > 0 {
+		// Each serves /healthz on the loopback; its binary asks it (internal/healthz).
+		s.HealthCheck = healthCheck(c.Entrypoint[0])
+	}
+	if c.Kind == pbp.KindBash {
+		// The sandboxes mount their own /proc; the kernel refuses that while parts of the
+		// container's /proc are masked (measured), so bash alone runs with them unmasked. The
+		// server has no capabilities, and those files are root's.
+		s.SecurityOpt = append(s.SecurityOpt, "systempaths=unconfined")
+	}
 	for _, t := range c.Tmpfs {
 		s.Tmpfs = append(s.Tmpfs, fmt.Sprintf("%s:rw,noexec,nosuid,nodev,size=%d,mode=1777", t.Path, t.Size))
 	}
@@ -226,14 +265,14 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 				s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: identityVolume(o.Name), Target: IdentityDir + "/" + o.Name})
 			}
 		}
-		interval, timeout := types.Duration(time.Second), types.Duration(3*time.Second)
-		retries := uint64(30)
-		s.HealthCheck = &types.HealthCheckConfig{Test: types.HealthCheckTest{"CMD", "/sharness-launcher", "health"},
-			Interval: &interval, Timeout: &timeout, Retries: &retries}
+		s.HealthCheck = healthCheck("/sharness-launcher")
 	default:
 		s.Environment["SPIFFE_ENDPOINT_SOCKET"] = ptr("unix://" + IdentityDir + "/" + c.Name + "/agent.sock")
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: identityVolume(c.Name), Target: IdentityDir + "/" + c.Name, ReadOnly: true})
-		s.DependsOn = types.DependsOnConfig{launcher.Name: {Condition: types.ServiceConditionHealthy, Required: true}}
+		if s.DependsOn == nil {
+			s.DependsOn = types.DependsOnConfig{}
+		}
+		s.DependsOn[launcher.Name] = types.ServiceDependency{Condition: types.ServiceConditionHealthy, Required: true}
 	}
 	for _, v := range c.Volumes {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: v.Name, Target: v.Target, ReadOnly: v.ReadOnly})
@@ -262,6 +301,14 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	// ICMP "ping" sockets need no capability; an empty group range closes them.
 	s.Sysctls = types.Mapping{"net.ipv4.ping_group_range": "1 0"}
 	return s, nil
+}
+
+// healthCheck runs `<binary> health` every second, for up to 30 tries.
+func healthCheck(binary string) *types.HealthCheckConfig {
+	interval, timeout := types.Duration(time.Second), types.Duration(3*time.Second)
+	retries := uint64(30)
+	return &types.HealthCheckConfig{Test: types.HealthCheckTest{"CMD", binary, "health"},
+		Interval: &interval, Timeout: &timeout, Retries: &retries}
 }
 
 func ptr(s string) *string { return &s }

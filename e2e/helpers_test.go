@@ -31,6 +31,7 @@ var agentChecks = []string{
 	"rootfs_read_only", "tmp_writable",
 	"io_uring_setup", "unshare_newuser", "ptrace_traceme", "keyctl", "bpf", "userfaultfd",
 	"model-tool-call", "model-tool-result", "model-refused", "model-stream",
+	"shell-mcp", "fs-write",
 }
 
 type check struct {

@@ -20,7 +20,7 @@ import (
 
 // infra is every service of the stack and its offline world but the agent: what must run, and
 // have a sealed key, before the agent talks to the model.
-var infra = []string{"launcher", "net", "llm", "kms", "world", "model"}
+var infra = []string{"launcher", "net", "llm", "kms", "bash", "fs", "world", "model"}
 
 // apiKey is a throwaway key a test seals to kms, as a person seals a real one. The offline model
 // accepts this key alone (MODEL_EXPECT_KEY_SHA256), so an answer proves it is what arrived.

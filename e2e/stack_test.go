@@ -43,10 +43,42 @@ func newStackAt(t *testing.T, root string, env ...string) *stack {
 			s.env = append(s.env, kv)
 		}
 	}
+	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SHARNESS_AI_WORKSPACE=") }) {
+		s.env = append(s.env, "SHARNESS_AI_WORKSPACE="+newWorkspace(t, root))
+	}
 	s.env = append(s.env, env...)
 	s.down()
 	t.Cleanup(s.down)
 	return s
+}
+
+// workspaceUID is the uid the agent, bash and fs run as in the default policy (L2-workspace).
+const workspaceUID = 65532
+
+// newWorkspace makes a throwaway workspace as a person's would be: owned by the uid the agent, bash
+// and fs run as, its protected paths made by `sharness-ai workspace init`, and a symlink out of the
+// workspace planted in .claude/ (a repository may carry one), for fs's symlink door.
+func newWorkspace(t *testing.T, root string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "workspace")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, workspaceUID, workspaceUID); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(sharnessAI(t), "workspace", "init", "--dir", dir, "-f", filepath.Join(root, "policies", "default", "manifest.yaml"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sharness-ai workspace init: %v\n%s", err, out)
+	}
+	escape := filepath.Join(dir, ".claude", "escape")
+	if err := os.Symlink("/etc", escape); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(escape, workspaceUID, workspaceUID); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 func (s *stack) compose(ctx context.Context, args ...string) ([]byte, error) {

@@ -15,7 +15,7 @@ BIN=$ROOT/bin
 BUSYBOX=${SHARNESS_BUSYBOX:-/bin/busybox} # from Debian's busybox-static (hack/engine.sh install)
 TAG=dev
 VERSION=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo dev)
-COMPONENTS=(agent launcher net llm kms world model)
+COMPONENTS=(agent launcher net llm kms bash fs world model)
 
 log() { printf 'build-images: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
@@ -89,10 +89,13 @@ prepare_agent() {
 	gobuild ./images/agent "$BIN/sharness-agent"
 	gobuild ./images/probe "$BIN/sharness-probe"
 	gobuild ./images/modelprobe "$BIN/sharness-modelprobe"
+	gobuild ./images/shellprobe "$BIN/sharness-shellprobe"
+	gobuild ./images/fsprobe "$BIN/sharness-fsprobe"
 	rm -rf "$rootfs"
-	mkdir -p "$rootfs/etc" "$rootfs/tmp"
+	mkdir -p "$rootfs/etc" "$rootfs/tmp" "$rootfs/workspace"
 	chmod 1777 "$rootfs/tmp"
-	cp "$BIN/sharness-agent" "$BIN/sharness-probe" "$BIN/sharness-modelprobe" "$rootfs/"
+	cp "$BIN/sharness-agent" "$BIN/sharness-probe" "$BIN/sharness-modelprobe" \
+		"$BIN/sharness-shellprobe" "$BIN/sharness-fsprobe" "$rootfs/"
 	busybox_userland "$rootfs"
 	need_tools curl git
 	copy_elf "$rootfs" /usr/bin/curl /usr/bin/git /usr/lib/git-core/git-remote-http
@@ -124,6 +127,54 @@ prepare_llm() {
 		DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ca-certificates >&2
 	fi
 	cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/"
+}
+
+# The Debian packages whose programs make the userland of bash's sandboxes.
+BASH_PACKAGES=(bash coreutils grep sed findutils tar gzip diffutils git curl make strace util-linux mount
+	procps ca-certificates)
+
+# need_packages PACKAGE...: install the Debian packages that are missing.
+need_packages() {
+	local missing=() p
+	for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	[ "$(id -u)" -eq 0 ] || die "${missing[*]} missing: apt-get install -y ${missing[*]}"
+	log "installing ${missing[*]} from Debian"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
+		|| die "could not install ${missing[*]}"
+}
+
+# bash: the MCP server and the userland its sandboxes run commands with, copied from this
+# machine's Debian packages with every library they link. The layout is Debian's merged /usr, so
+# the sandboxes' Landlock rules (read and execute under /usr) cover every program.
+prepare_bash() {
+	local rootfs=$BIN/bash-rootfs p progs=()
+	gobuild ./images/bash "$BIN/sharness-bash"
+	need_packages "${BASH_PACKAGES[@]}"
+	rm -rf "$rootfs"
+	mkdir -p "$rootfs"/usr/{bin,sbin,lib,lib64} "$rootfs"/{etc/ssl/certs,tmp,run,workspace}
+	chmod 1777 "$rootfs/tmp"
+	for p in bin sbin lib lib64; do ln -s "usr/$p" "$rootfs/$p"; done
+	cp "$BIN/sharness-bash" "$rootfs/sharness-bash"
+	for p in bash coreutils grep sed findutils tar gzip diffutils make strace procps; do
+		while read -r f; do
+			[ -f "$f" ] && [ -x "$f" ] && [ ! -L "$f" ] && progs+=("$f")
+		done < <(dpkg -L "$p" | grep -E '^/(usr/)?s?bin/')
+	done
+	progs+=(/usr/bin/git /usr/bin/curl /usr/bin/unshare /usr/bin/nsenter /bin/mount /bin/umount
+		/usr/lib/git-core/git-remote-http)
+	copy_elf "$rootfs" "${progs[@]}"
+	ln -sf bash "$rootfs/usr/bin/sh"
+	ln -s git-remote-http "$rootfs/usr/lib/git-core/git-remote-https"
+	ln -s /usr/bin/git "$rootfs/usr/lib/git-core/git"
+	cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/"
+	printf 'root:x:0:0:root:/root:/bin/sh\nsandbox:x:1000:1000:sandbox:/tmp:/bin/bash\nsharness:x:65532:65532:sharness:/tmp:/bin/false\n' \
+		>"$rootfs/etc/passwd"
+	printf 'root:x:0:\nsandbox:x:1000:\nsharness:x:65532:\n' >"$rootfs/etc/group"
+}
+
+prepare_fs() {
+	gobuild ./images/fs "$BIN/sharness-fs"
 }
 
 prepare_kms() {
@@ -167,6 +218,9 @@ done
 docker run --rm --network none --entrypoint /bin/sh "sharness/agent:$TAG" \
 	-c 'curl --version >/dev/null && git --version >/dev/null' \
 	|| die "the userland does not run in sharness/agent:$TAG (is $BUSYBOX static? a library missing?)"
+docker run --rm --network none --entrypoint /bin/bash "sharness/bash:$TAG" \
+	-c 'ls / >/dev/null && git --version >/dev/null && curl --version >/dev/null && make --version >/dev/null && strace -V >/dev/null' \
+	|| die "the userland does not run in sharness/bash:$TAG (a library missing?)"
 for c in "${COMPONENTS[@]}"; do
 	printf 'sharness/%s:%s\t%s bytes\n' "$c" "$TAG" \
 		"$(docker image inspect -f '{{.Size}}' "sharness/$c:$TAG")"

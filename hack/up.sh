@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# up.sh: the main job. Runs the default stack (launcher, net, llm, kms and the demo agent) around
+# up.sh: the main job. Runs the default stack (launcher, net, llm, kms, bash, fs and the demo
+# agent) around
 # the offline world of compose/world.yml on a Docker engine, installing and starting one if none
 # answers, and stops only what it started. Once kms has made its session identity, the script
 # seals a throwaway API key to it, as a person seals a real one (README), and only then starts
 # the agent. The agent prints its confinement report, its conversation with the offline model
-# through llm (which swaps the placeholder key for the sealed one), and the side-door probe's
-# table: every door refused, the allowed paths (curl, git) working.
+# through llm (which swaps the placeholder key for the sealed one), a shell command through bash's
+# MCP tool and a write through fs, and the side-door probe's table: every door refused, the allowed
+# paths (curl, git) working. The workspace is a throwaway folder unless SHARNESS_AI_WORKSPACE
+# names yours (it must be writable by uid 65532: the agent, bash and fs run as that uid).
 #
-# Usage: hack/up.sh            SHARNESS_AI_POLICY_HASH=sha256:... hack/up.sh  (refuse any other policy)
+# Usage: hack/up.sh [agent arguments...]
+#        SHARNESS_AI_POLICY_HASH=sha256:... hack/up.sh  (refuse any other policy)
+#
+#   SHARNESS_AI_OVERLAY=FILE  a compose overlay that replaces the agent (hack/claude-code.sh passes
+#                             compose/claude-code.yml): the agent then runs with `docker compose run`,
+#                             given up.sh's arguments, on a terminal when up.sh has one
+#   SHARNESS_AI_ONLINE=1      no offline world: net reaches the real hosts, and the key sealed to kms
+#                             is yours, read from the terminal (never from the command line)
 #
 # Before anything runs, the committed docker-compose.yml and compiled/ must be exactly what the
 # default manifest compiles to, and, when SHARNESS_AI_POLICY_HASH is given, the manifest's hash
@@ -40,16 +50,36 @@ fi
 addrs=$(ip -4 -o addr show scope global | awk '{split($4, a, "/"); printf "%s:9,", a[1]}')
 export SHARNESS_PROBE_HOST_ADDRS="${addrs}10.213.0.1:9,10.214.0.1:9"
 
-# A throwaway key stands in for a real one; the offline model accepts this key alone, so the
-# demo shows the sealed key, and not the agent's placeholder, is what reached the model.
 work=$(mktemp -d)
 chmod 0755 "$work"
-key="sk-ant-api03-offline-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-export SHARNESS_MODEL_EXPECT_KEY_SHA256=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
+if [ -n "${SHARNESS_AI_ONLINE:-}" ]; then
+	read -rsp 'up: your Anthropic API key (not shown): ' key </dev/tty
+	echo >&2
+	[ -n "$key" ] || { echo "up: no key given" >&2; exit 2; }
+else
+	# A throwaway key stands in for a real one; the offline model accepts this key alone, so the
+	# demo shows the sealed key, and not the agent's placeholder, is what reached the model.
+	key="sk-ant-api03-offline-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+	export SHARNESS_MODEL_EXPECT_KEY_SHA256=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
+fi
 export SHARNESS_AI_SECRETS_DIR=$work/secrets
 mkdir -m 0755 "$SHARNESS_AI_SECRETS_DIR"
 
-files=(-f docker-compose.yml -f compose/world.yml)
+if [ -z "${SHARNESS_AI_WORKSPACE:-}" ]; then
+	export SHARNESS_AI_WORKSPACE=$work/workspace
+	mkdir "$SHARNESS_AI_WORKSPACE"
+	chown 65532:65532 "$SHARNESS_AI_WORKSPACE"
+fi
+# The protected paths must exist before the agent and bash mount them read-only.
+go run ./cmd/sharness-ai workspace init --dir "$SHARNESS_AI_WORKSPACE"
+
+files=(-f docker-compose.yml)
+services=(launcher net llm kms bash fs)
+if [ -z "${SHARNESS_AI_ONLINE:-}" ]; then
+	files+=(-f compose/world.yml)
+	services+=(world model)
+fi
+[ -z "${SHARNESS_AI_OVERLAY:-}" ] || files+=(-f "$SHARNESS_AI_OVERLAY")
 compose=(docker compose "${files[@]}" -p sharness)
 cleanup() {
 	"${compose[@]}" down --volumes >/dev/null 2>&1 || true
@@ -58,12 +88,18 @@ cleanup() {
 trap 'cleanup; [ -n "${started:-}" ] && "$ENGINE" stop || true' EXIT
 
 status=0
-"${compose[@]}" up --pull never --detach --wait launcher net llm kms world model || status=$?
+"${compose[@]}" up --pull never --detach --wait "${services[@]}" || status=$?
 if [ "$status" -eq 0 ]; then
 	go run ./cmd/sharness-ai kms bundle -p sharness "${files[@]}" --wait 30s --out "$work/bundle.json"
 	printf %s "$key" | go run ./cmd/sharness-ai secret seal --to "$work/bundle.json" --out "$SHARNESS_AI_SECRETS_DIR" anthropic-api-key
 	unset key
-	"${compose[@]}" up --pull never --abort-on-container-exit --exit-code-from agent agent || status=$?
+	if [ -n "${SHARNESS_AI_OVERLAY:-}" ]; then
+		tty=()
+		[ -t 0 ] && [ -t 1 ] || tty=(-T)
+		"${compose[@]}" run --rm --no-deps "${tty[@]}" agent "$@" || status=$?
+	else
+		"${compose[@]}" up --pull never --abort-on-container-exit --exit-code-from agent agent || status=$?
+	fi
 fi
-[ "$status" -eq 0 ] || "${compose[@]}" logs --no-color llm kms >&2 || true
+[ "$status" -eq 0 ] || "${compose[@]}" logs --no-color llm kms bash fs >&2 || true
 exit "$status"

@@ -4,14 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sharness-ai/sharness/internal/reexec"
 )
 
 // result is one line of the self-report.
@@ -131,38 +131,13 @@ func deniedResult(check string, returnsFD bool, r uintptr, errno unix.Errno) res
 	return judge(check, "EPERM", "EPERM", true, "denied by the seccomp filter")
 }
 
-// tracemeProbe is the environment variable that makes sharness-agent the child of ptraceTraceme.
-const tracemeProbe = "SHARNESS_AGENT_PROBE_PTRACE_TRACEME"
-
-// ptraceTraceme runs PTRACE_TRACEME in a child process (this binary again): were it allowed, the
-// agent would become the tracee of whatever started it, stopping on its next signal, and a traced
-// thread would stay a zombie its parent never reaps. The child's tracer is the agent instead, and
-// the child exits at once; a child stopped by a signal is killed by the timeout.
+// ptraceTraceme runs PTRACE_TRACEME in a re-executed child (internal/reexec): were it allowed,
+// the agent would become the tracee of whatever started it.
 func ptraceTraceme() result {
-	const check = "ptrace_traceme"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/proc/self/exe")
-	cmd.Env = []string{tracemeProbe + "=1"}
-	out, err := cmd.Output()
-	var errno int
-	if _, scanErr := fmt.Sscanf(string(out), "errno=%d\n", &errno); scanErr != nil {
-		return judge(check, "EPERM", "error", false, fmt.Sprintf("probe child: %v, output %q", err, out))
-	}
-	return deniedResult(check, false, 0, unix.Errno(errno))
-}
-
-// tracemeChild is the child of ptraceTraceme. main runs it on the main thread (locked in init),
-// so that the traced thread is the thread group leader, whose exit the tracer reaps as usual.
-func tracemeChild(out io.Writer) int {
-	all := unix.Sigset_t{Val: [16]uint64{^uint64(0)}}
-	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &all, nil); err != nil {
-		fmt.Fprintf(os.Stderr, "sharness-agent: block signals: %v\n", err)
-		return 1
-	}
-	_, _, errno := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_TRACEME, 0, 0)
-	fmt.Fprintf(out, "errno=%d\n", int(errno))
-	return 0
+	got, note := reexec.Traceme(ctx)
+	return judge("ptrace_traceme", "EPERM", got, got == "EPERM", note)
 }
 
 func errnoName(err error) string {

@@ -1,7 +1,9 @@
 // Command sharness-agent is the demo agent of the SHarness stack. It checks, from inside its
 // container, the identity, capabilities, seccomp filter and file systems the stack promised,
 // then, when compose points it at llm (ANTHROPIC_BASE_URL), holds a short conversation with the
-// model through the official Anthropic Go SDK: a tool call, its result, a streamed reply. It
+// model through the official Anthropic Go SDK: a tool call, its result, a streamed reply; and, when
+// the stack has bash and fs, runs one command in a bash sandbox through its MCP tool and writes
+// one protected path through fs. It
 // prints one JSON line per check on stdout, then a summary line. With -probe it then runs the side-door probe (/sharness-probe), whose failure is
 // its failure.
 //
@@ -20,8 +22,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"syscall"
+
+	"github.com/sharness-ai/sharness/internal/reexec"
 )
 
 type config struct {
@@ -35,16 +38,8 @@ type summary struct {
 	Skipped int `json:"skipped"`
 }
 
-func init() {
-	if os.Getenv(tracemeProbe) == "1" {
-		runtime.LockOSThread() // keep main on the thread group leader (see tracemeChild)
-	}
-}
-
 func main() {
-	if os.Getenv(tracemeProbe) == "1" {
-		os.Exit(tracemeChild(os.Stdout))
-	}
+	reexec.Init() // a re-executed copy of this binary may be one of the ptrace attempt's children
 	var cfg config
 	flag.BoolVar(&cfg.idle, "idle", false, "keep running after the report until SIGTERM or SIGINT")
 	withProbe := flag.Bool("probe", false, "after the report, run the side-door probe "+probePath)
@@ -69,7 +64,8 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	var sum summary
 	rs := append(statusChecks(), rootReadOnly(), tmpWritable())
 	rs = append(rs, deniedSyscalls()...)
-	for _, r := range append(rs, modelChecks(ctx, os.Getenv)...) {
+	rs = append(rs, modelChecks(ctx, os.Getenv)...)
+	for _, r := range append(rs, toolChecks(ctx, os.Getenv)...) {
 		switch {
 		case r.Skipped:
 			sum.Skipped++

@@ -128,11 +128,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) int {
 
 // conversation is what the script reads from a Messages (or count_tokens) request body.
 type conversation struct {
-	model, lastUser        string // lastUser: the last user message's text blocks, joined by newlines
-	stream                 bool
-	messages, toolResult   int // toolResult: bytes of text in the last user message's tool_result blocks; -1: none
-	tools                  []string
-	maxTokens, inputTokens int64
+	model, lastUser, result string // lastUser: the last user message's text blocks, joined by newlines
+	stream                  bool
+	messages, toolResult    int // toolResult: bytes of text in the last user message's tool_result blocks (result); -1: none
+	tools                   []string
+	maxTokens, inputTokens  int64
 }
 
 // parse reads a request body with encoding/json. It is lenient where the script does not look
@@ -168,12 +168,12 @@ func parse(body []byte, needMax bool) (conversation, *apiError) {
 		if m.Role != "user" && m.Role != "assistant" {
 			return c, invalid("messages.%d.role: Input should be 'user' or 'assistant'", i)
 		}
-		text, results, err := texts(m.Content)
+		text, results, result, err := texts(m.Content)
 		if err != nil {
 			return c, invalid("messages.%d.content: %v", i, err)
 		}
 		if m.Role == "user" {
-			c.lastUser, c.toolResult = text, results
+			c.lastUser, c.toolResult, c.result = text, results, result
 		}
 	}
 	for _, t := range req.Tools {
@@ -184,12 +184,14 @@ func parse(body []byte, needMax bool) (conversation, *apiError) {
 	return c, nil
 }
 
-// texts reads a message's content (a string or blocks): its text, and the bytes of text in its
-// tool_result blocks (-1 if it has none).
-func texts(raw json.RawMessage) (string, int, error) {
+// texts reads a message's content (a string or blocks): its text, and the bytes (-1 if it has
+// none) and the text of its tool_result blocks. Text blocks that are a <system-reminder> (the
+// context Claude Code adds to a person's message) are left out: the script answers what the
+// person wrote.
+func texts(raw json.RawMessage) (string, int, string, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return s, -1, nil
+		return s, -1, "", nil
 	}
 	var blocks []struct {
 		Type    string          `json:"type"`
@@ -197,20 +199,20 @@ func texts(raw json.RawMessage) (string, int, error) {
 		Content json.RawMessage `json:"content"` // of a tool_result: a string or blocks
 	}
 	if err := json.Unmarshal(raw, &blocks); err != nil || blocks == nil {
-		return "", -1, errors.New("input should be a string or a list of content blocks")
+		return "", -1, "", errors.New("input should be a string or a list of content blocks")
 	}
 	var text []string
-	results := -1
+	results, result := -1, ""
 	for _, b := range blocks {
-		switch b.Type {
-		case "text":
+		switch {
+		case b.Type == "text" && !strings.HasPrefix(b.Text, "<system-reminder>"):
 			text = append(text, b.Text)
-		case "tool_result": // content the script cannot read counts as empty
-			inner, _, _ := texts(b.Content)
-			results = max(results, 0) + len(inner)
+		case b.Type == "tool_result": // content the script cannot read counts as empty
+			inner, _, _, _ := texts(b.Content)
+			results, result = max(results, 0)+len(inner), result+inner
 		}
 	}
-	return strings.Join(text, "\n"), results, nil
+	return strings.Join(text, "\n"), results, result, nil
 }
 
 // magic maps the word after "offline: error " in the last user text to the error it asks for.
@@ -222,8 +224,8 @@ var magic = map[string]apiError{
 	"stream":     {status: 529, kind: "overloaded_error", text: "Overloaded", afterStart: true},
 }
 
-// block is one content block of a reply: text, or a tool_use with an empty input.
-type block struct{ kind, text, id, name string }
+// block is one content block of a reply: text, or a tool_use with its input (JSON; "" is {}).
+type block struct{ kind, text, id, name, input string }
 
 type reply struct {
 	blocks    []block
@@ -245,11 +247,14 @@ func script(c conversation, seq int64) (reply, *apiError) {
 	name, asked := wordAfter(c.lastUser, "use tool ")
 	switch {
 	case c.toolResult >= 0:
-		r.blocks = []block{{kind: "text", text: fmt.Sprintf("offline model: tool result of %d bytes received", c.toolResult)}}
+		r.blocks = []block{{kind: "text", text: fmt.Sprintf("offline model: tool result of %d bytes received: %s", c.toolResult, truncate(c.result, 200))}}
 	case asked && name != "" && slices.Contains(c.tools, name):
-		r.blocks = []block{{kind: "text", text: "offline model: calling tool " + name},
-			{kind: "tool_use", id: fmt.Sprintf("toolu_offline_%06d", seq), name: name}}
-		r.stop = "tool_use"
+		_, in, _ := strings.Cut(c.lastUser, "use tool "+name+" ") // the input: a JSON object after the name, or {}
+		if in = strings.TrimSpace(in); !strings.HasPrefix(in, "{") || !json.Valid([]byte(in)) {
+			in = "{}"
+		}
+		r = reply{stop: "tool_use", blocks: []block{{kind: "text", text: "offline model: calling tool " + name},
+			{kind: "tool_use", id: fmt.Sprintf("toolu_offline_%06d", seq), name: name, input: in}}}
 	case asked && len(c.tools) > 0:
 		r.blocks = []block{{kind: "text", text: fmt.Sprintf("offline model: no tool named %q in this request", name)}}
 	default:
@@ -257,7 +262,7 @@ func script(c conversation, seq int64) (reply, *apiError) {
 	}
 	r.stop = cmp.Or(r.stop, "end_turn")
 	for _, b := range r.blocks {
-		r.outTokens += 1 + int64(len(b.text))/4 + int64(len(b.name))
+		r.outTokens += 1 + int64(len(b.text)+len(b.input))/4 + int64(len(b.name))
 	}
 	if r.outTokens > c.maxTokens { // stopped mid-way, as the real model is: in the first block
 		r.blocks = []block{{kind: "text", text: truncate(r.blocks[0].text, int(c.maxTokens-1)*4)}}
@@ -290,7 +295,7 @@ func message(id, model string, content []any, stop any, in, out int64) map[strin
 // json is the block as a reply carries it.
 func (b block) json() map[string]any {
 	if b.kind == "tool_use" {
-		return map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": map[string]any{}}
+		return map[string]any{"type": "tool_use", "id": b.id, "name": b.name, "input": json.RawMessage(cmp.Or(b.input, "{}"))}
 	}
 	return map[string]any{"type": "text", "text": b.text}
 }
@@ -305,7 +310,7 @@ func stream(w http.ResponseWriter, start map[string]any, rep reply, in int64, fa
 	w.WriteHeader(http.StatusOK)
 	send(w, "message_start", map[string]any{"type": "message_start", "message": start})
 	for i, b := range rep.blocks {
-		opened := block{kind: b.kind, id: b.id, name: b.name}.json() // deltas carry the text
+		opened := block{kind: b.kind, id: b.id, name: b.name}.json() // deltas carry the text and the input
 		send(w, "content_block_start", map[string]any{"type": "content_block_start", "index": i, "content_block": opened})
 		if i == 0 {
 			send(w, "ping", map[string]any{"type": "ping"})
@@ -317,7 +322,7 @@ func stream(w http.ResponseWriter, start map[string]any, rep reply, in int64, fa
 		for _, word := range strings.SplitAfter(b.text, " ") { // a tool_use has no text: one delta
 			d := map[string]any{"type": "text_delta", "text": word}
 			if b.kind == "tool_use" {
-				d = map[string]any{"type": "input_json_delta", "partial_json": "{}"}
+				d = map[string]any{"type": "input_json_delta", "partial_json": cmp.Or(b.input, "{}")}
 			}
 			send(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": d})
 		}

@@ -90,7 +90,14 @@ func TestMessages(t *testing.T) {
 			user("use tool get_time"),
 			anthropic.NewAssistantMessage(anthropic.NewToolUseBlock("toolu_1", map[string]any{}, "get_time")),
 			anthropic.NewUserMessage(anthropic.NewToolResultBlock("toolu_1", "12:00:00", false)),
-		}}, got{Blocks: []string{"text:offline model: tool result of 8 bytes received"}, Stop: "end_turn", In: 58, Out: 12}},
+		}}, got{Blocks: []string{"text:offline model: tool result of 8 bytes received: 12:00:00"}, Stop: "end_turn", In: 58, Out: 15}},
+		{"tool use with an input", anthropic.MessageNewParams{Tools: tools, Messages: []anthropic.MessageParam{user(`use tool get_time {"zone":"UTC"}`)}},
+			got{Blocks: []string{"text:offline model: calling tool get_time", "tool_use:get_time"}, Stop: "tool_use", In: 18, Out: 22, ToolJSON: `{"zone":"UTC"}`}},
+		{"an input that is not a JSON object is {}", anthropic.MessageNewParams{Tools: tools, Messages: []anthropic.MessageParam{user(`use tool get_time ["UTC"]`)}},
+			got{Blocks: []string{"text:offline model: calling tool get_time", "tool_use:get_time"}, Stop: "tool_use", In: 16, Out: 19, ToolJSON: "{}"}},
+		{"system reminders are not the user's text", anthropic.MessageNewParams{Messages: []anthropic.MessageParam{anthropic.NewUserMessage(
+			anthropic.NewTextBlock("<system-reminder>\nClaude Code's context\n</system-reminder>"), anthropic.NewTextBlock("hello there"))}},
+			got{Blocks: []string{"text:offline model: 1 messages, last user text: hello there"}, Stop: "end_turn", In: 37, Out: 14}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ func FuzzParse(f *testing.F) {
 		`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"offline: error overloaded"}]}`,
 		`{"model":"m","max_tokens":100,"tools":[{"name":"t"}],"messages":[{"role":"user","content":[{"type":"text","text":"use tool t"}]}]}`,
 		`{"model":"m","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":[{"type":"text","text":"ok"}]}]}]}`,
+		`{"model":"m","max_tokens":100,"tools":[{"name":"t"}],"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>x</system-reminder>"},{"type":"text","text":"use tool t {\"a\":[1]}"}]}]}`,
 		`{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"use tool "}],"tools":[{"name":""}]}`,
 		`{"model":"m","messages":[{"role":"assistant","content":null}]}`,
 		`{"model":"m","max_tokens":-1}`, `[]`, `null`, ``, `{`,

@@ -12,7 +12,8 @@
 // API's shape, {"type":"error","error":{"type":...,"message":...}}, and every answer a
 // Request-Id, req_offline_<seq>.
 //
-// The script, read from the last user message (its text blocks, joined):
+// The script, read from the last user message (its text blocks, joined, less those that are a
+// <system-reminder>: the context Claude Code adds to what the person typed):
 //
 //   - "offline: error overloaded" → 529 overloaded_error; "offline: error invalid" → 400
 //     invalid_request_error; "offline: error rate_limit" → 429 rate_limit_error; "offline:
@@ -21,10 +22,13 @@
 //     "offline: error stream" → a stream that starts (message_start, content_block_start,
 //     ping), then ends with an overloaded_error event; 529 when not streaming.
 //   - a user message holding tool_result blocks → "offline model: tool result of N bytes
-//     received", N the bytes of text in those results.
+//     received: TEXT", N the bytes of text in those results, TEXT that text cut at 200 bytes.
 //   - "use tool NAME" when the request declares tools → a text block "offline model: calling
-//     tool NAME" and a tool_use block {"name":NAME,"input":{}}, stop_reason tool_use; a NAME
-//     the request does not declare gets a text reply saying so.
+//     tool NAME" and a tool_use block {"name":NAME,"input":INPUT}, stop_reason tool_use, INPUT
+//     the JSON object that follows "use tool NAME " to the end of the text, or {}; a NAME the
+//     request does not declare gets a text reply saying so. For Claude Code in the stack:
+//     claude -p 'use tool mcp__bash__bash {"command":"echo hi"}' runs the command in a bash
+//     sandbox and ends with the result quoted.
 //   - anything else → "offline model: N messages, last user text: TEXT" (TEXT cut at 200
 //     bytes), stop_reason end_turn.
 //

@@ -44,8 +44,9 @@ import (
 	"github.com/sharness-ai/sharness/internal/sidedoor"
 )
 
-// maxPIDs is the agent's pids limit: the fork bomb must stop below it.
-const maxPIDs = 64
+// maxPIDs is the agent's pids limit in the default policy (L3-agent, sized for Claude Code): the
+// fork bomb must stop below it.
+const maxPIDs = 256
 
 // budget bounds the whole run.
 const budget = 85 * time.Second

@@ -89,7 +89,7 @@ func TestFailedCompileLeavesOutputUntouched(t *testing.T) {
 	before, _ := os.ReadFile("docker-compose.yml")
 	layer := "policies/default/layers/L3-agent.yaml"
 	data, _ := os.ReadFile(layer)
-	os.WriteFile(layer, bytes.Replace(data, []byte("max_pids: 64"), []byte("max_pids: 4096"), 1), 0o644)
+	os.WriteFile(layer, bytes.Replace(data, []byte("max_pids: 256"), []byte("max_pids: 4096"), 1), 0o644)
 	code, _, errOut := run(t, "compile")
 	if code != ExitUsage || !strings.Contains(errOut, "not the recorded one") {
 		t.Fatalf("exit %d, stderr %q: want a layer hash refusal", code, errOut)

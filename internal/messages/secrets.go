@@ -28,11 +28,13 @@ type Findings struct {
 // them would only give the entropy rules false hits (tool_use ids, media types).
 var skipKeys = set{"type": true, "id": true, "tool_use_id": true, "media_type": true, "file_id": true}
 
-// Secrets runs the filter over the text the agent sends: system, and every user message's
-// content, whether a string or blocks, including tool_result content at any depth and text
-// documents. Every string there is scanned except identifier fields (skipKeys) and the data of
-// base64 sources (images, PDFs), which no text filter can read. Assistant turns are not scanned:
-// the provider wrote them, and an agent rewriting them to smuggle a secret can as well encode it.
+// Secrets runs the filter over the text the agent sends: system, and the content of every message
+// but the assistant's (user, a "system" role message as Claude Code sends, and any role this
+// package does not know), whether a string or blocks, including tool_result content at any depth
+// and text documents. Every string there is scanned except identifier fields (skipKeys) and the
+// data of base64 sources (images, PDFs), which no text filter can read. Assistant turns are not
+// scanned: the provider wrote them, and an agent rewriting them to smuggle a secret can as well
+// encode it.
 //
 // With redact false, any hit refuses the request (ReasonSecret), naming the rules and places
 // but never the text. With redact true, each hit is replaced in place and r.Body re-encodes.
@@ -100,7 +102,7 @@ func find(s Scanner, r *Request) (Findings, error) {
 		if err != nil || role == nil {
 			return fmt.Errorf("messages[%d].role must be a string", i)
 		}
-		if string(role) != "user" {
+		if string(role) == "assistant" {
 			return nil
 		}
 		if err := scan(fmt.Sprintf("messages[%d]", i), content); err != nil {
@@ -152,7 +154,7 @@ func redactAll(s Scanner, r *Request) error {
 	changed := false
 	for _, m := range msgs {
 		var role string
-		if m == nil || json.Unmarshal(orNull(m["role"]), &role) != nil || role != "user" || m["content"] == nil {
+		if m == nil || json.Unmarshal(orNull(m["role"]), &role) != nil || role == "assistant" || m["content"] == nil {
 			continue
 		}
 		b, err := redactField(m["content"])

@@ -8,6 +8,7 @@ package compile
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -25,6 +26,13 @@ const (
 // VolumeRoot is where a host engine without named volumes (topology A) keeps them.
 const VolumeRoot = "/var/lib/sharness-ai/volumes"
 
+// WorkspaceRoot is the person's workspace folder on such a host, and WorkspaceMount where a
+// component sees it.
+const (
+	WorkspaceRoot  = "/var/lib/sharness-ai/workspace"
+	WorkspaceMount = "/workspace"
+)
+
 // SpecOpt is one decision the compiler makes about a spec.
 type SpecOpt func(*specs.Spec) error
 
@@ -33,7 +41,7 @@ func Spec(m *pbp.Manifest, c *pbp.Component, seccomp *specs.LinuxSeccomp) (*spec
 	s := &specs.Spec{Version: specs.Version}
 	for _, opt := range []SpecOpt{
 		withRoot, withProcess(m, c), withMounts(c), withNamespaces,
-		withResources(c), withHardening, withSeccomp(seccomp), withAnnotations(m, c),
+		withResources(c), withHardening(c), withSeccomp(seccomp), withAnnotations(m, c),
 	} {
 		if err := opt(s); err != nil {
 			return nil, fmt.Errorf("component %s: %w", c.Name, err)
@@ -114,6 +122,17 @@ func withMounts(c *pbp.Component) SpecOpt {
 				Options: []string{"rbind", "nosuid", "nodev", "noexec", mode},
 			})
 		}
+		for _, w := range pbp.WorkspaceMounts(c) {
+			mode := "rw"
+			if w.ReadOnly {
+				mode = "ro"
+			}
+			// bind, not rbind: each protected path is its own mount, after the workspace's.
+			s.Mounts = append(s.Mounts, specs.Mount{
+				Destination: path.Join(WorkspaceMount, w.Rel), Type: "bind", Source: path.Join(WorkspaceRoot, w.Rel),
+				Options: []string{"bind", "nosuid", "nodev", "noexec", mode},
+			})
+		}
 		return nil
 	}
 }
@@ -144,18 +163,30 @@ func withResources(c *pbp.Component) SpecOpt {
 }
 
 // withHardening masks and write-protects the kernel interfaces runc's defaults do, and closes
-// ICMP ping sockets (they need no capability unless the group range is empty).
-func withHardening(s *specs.Spec) error {
-	l := ensureLinux(s)
-	l.Devices = []specs.LinuxDevice{}
+// ICMP ping sockets (they need no capability unless the group range is empty). bash is the one
+// exception to the masks: its sandboxes mount a /proc of their own, which the kernel refuses in a
+// user namespace while any of the container's /proc is covered (measured); the bash server has no
+// capabilities, and the unmasked files are root's.
+func withHardening(c *pbp.Component) SpecOpt {
+	return func(s *specs.Spec) error {
+		l := ensureLinux(s)
+		l.Devices = []specs.LinuxDevice{}
+		l.Sysctl = map[string]string{"net.ipv4.ping_group_range": "1 0"}
+		if c.Kind == pbp.KindBash {
+			return nil
+		}
+		hardenProc(l)
+		return nil
+	}
+}
+
+func hardenProc(l *specs.Linux) {
 	l.MaskedPaths = []string{
 		"/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 		"/proc/sched_debug", "/proc/scsi", "/proc/timer_list", "/proc/timer_stats",
 		"/sys/devices/virtual/powercap", "/sys/firmware",
 	}
 	l.ReadonlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
-	l.Sysctl = map[string]string{"net.ipv4.ping_group_range": "1 0"}
-	return nil
 }
 
 func withSeccomp(sc *specs.LinuxSeccomp) SpecOpt {

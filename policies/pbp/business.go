@@ -69,6 +69,7 @@ func (m *merger) business(acc, p *Policy) error {
 	}
 	if b.FS != nil && err == nil {
 		af := ensure(&a.FS)
+		union(&af.Ask, b.FS.Ask)
 		err = firstErr(m.limitText("business.fs.max_file_size", &af.MaxFileSize, b.FS.MaxFileSize, ParseSize),
 			m.permit("business.fs.exec_bits", &af.ExecBits, b.FS.ExecBits))
 	}

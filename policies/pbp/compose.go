@@ -215,6 +215,13 @@ func (m *merger) files(acc, p *Policy) error {
 	}
 	a := ensure(&acc.Files)
 	union(&a.Protected, f.Protected)
+	switch {
+	case f.Workspace == "" || f.Workspace == a.Workspace:
+	case a.Workspace == "" || (a.Workspace == "rw" && f.Workspace == "ro"):
+		a.Workspace = f.Workspace
+	default:
+		return m.widen("files.workspace", a.Workspace, f.Workspace)
+	}
 	if f.Tmpfs != nil {
 		for i, t := range *f.Tmpfs {
 			field := fmt.Sprintf("files.tmpfs[%d]", i)

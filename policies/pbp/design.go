@@ -25,7 +25,8 @@ type Component struct {
 
 	Tmpfs     []TmpfsMount  // sorted by path
 	Volumes   []VolumeMount // sorted by target
-	Protected []string      // sorted
+	Protected []string      // sorted; a trailing "/" marks a folder
+	Workspace string        // "rw", "ro" or "" (no workspace)
 
 	Egress bool
 

@@ -100,10 +100,13 @@ func TestLoadFixtures(t *testing.T) {
 		{def, &Component{
 			Name: "agent", Kind: KindApp, SPIFFEID: "spiffe://sharness.local/agent",
 			Image: "sharness/agent:dev", Entrypoint: []string{"/sharness-agent"}, UID: 65532, GID: 65532,
-			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 64, MaxMemory: 256 * mi,
-			Tmpfs:    []TmpfsMount{{"/tmp", 64 * mi}},
-			Business: Business{}, Audit: []string{"deny"},
-			ConnectTo: []string{"llm", "net"},
+			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 256, MaxMemory: 1024 * mi,
+			Tmpfs: []TmpfsMount{{"/tmp", 64 * mi}},
+			Protected: []string{".bashrc", ".claude/", ".envrc", ".git/config", ".git/hooks/", ".idea/",
+				".profile", ".vscode/", ".zshrc"},
+			Workspace: "rw",
+			Business:  Business{}, Audit: []string{"deny"},
+			ConnectTo: []string{"bash", "fs", "llm", "net"},
 		}},
 		{full, &Component{
 			Name: "agent", Kind: KindApp, SPIFFEID: "spiffe://sharness.test/agent",
@@ -203,8 +206,11 @@ func TestLoadFixtures(t *testing.T) {
 		{"agent pids from L3", full.Component("agent").MaxPIDs, int64(64)},
 		{"launcher pids from L3", full.Component("launcher").MaxPIDs, int64(32)},
 		{"default agent syscall allow is empty", len(def.Component("agent").SyscallAllow), 0},
-		{"default agent's edges are to llm and net", def.Component("agent").ConnectTo, []string{"llm", "net"}},
-		{"default net accepts the agent and llm", def.Component("net").AcceptFrom, []string{"agent", "llm"}},
+		{"default agent's edges are to bash, fs, llm and net", def.Component("agent").ConnectTo, []string{"bash", "fs", "llm", "net"}},
+		{"default net accepts the agent, bash and llm", def.Component("net").AcceptFrom, []string{"agent", "bash", "llm"}},
+		{"default bash reaches net alone", def.Component("bash").ConnectTo, []string{"net"}},
+		{"default fs reaches nothing", len(def.Component("fs").ConnectTo), 0},
+		{"default fs writes the workspace", def.Component("fs").Workspace, "rw"},
 		{"default kms accepts llm alone", def.Component("kms").AcceptFrom, []string{"llm"}},
 		{"Component of an unknown name", full.Component("nobody") == nil, true},
 	}
@@ -920,6 +926,33 @@ func TestBoolsAreBools(t *testing.T) {
 			}
 			if m, err := LoadBytes(fsys, "manifest.yaml", locked); err == nil {
 				t.Errorf("exec_bits: %s was accepted as %v", v, *m.Component("fs").Business.FS.ExecBits)
+			}
+		})
+	}
+}
+
+func TestWorkspaceMounts(t *testing.T) {
+	prot := []string{".bashrc", ".claude/", ".git/config", ".git/hooks/", "a/b/c/"}
+	tests := []struct {
+		name string
+		c    Component
+		want []WorkspaceMount
+	}{
+		{"no workspace", Component{Kind: KindApp, Protected: prot}, nil},
+		{"fs writes them", Component{Kind: KindFS, Workspace: "rw", Protected: prot}, []WorkspaceMount{{"", false}}},
+		{"agent", Component{Kind: KindApp, Workspace: "rw", Protected: prot}, []WorkspaceMount{
+			{"", false}, {".git", false}, {"a", false}, {"a/b", false},
+			{".bashrc", true}, {".claude", true}, {".git/config", true}, {".git/hooks", true}, {"a/b/c", true},
+		}},
+		{"read-only workspace keeps its ancestors read-only", Component{Kind: KindBash, Workspace: "ro", Protected: []string{".git/hooks/"}},
+			[]WorkspaceMount{{"", true}, {".git", true}, {".git/hooks", true}}},
+		{"an ancestor that is itself protected is not bound twice", Component{Kind: KindApp, Workspace: "rw", Protected: []string{".claude/", ".claude/x"}},
+			[]WorkspaceMount{{"", false}, {".claude", true}, {".claude/x", true}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, WorkspaceMounts(&tc.c)); diff != "" {
+				t.Errorf("WorkspaceMounts (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -78,6 +78,7 @@ func resolve(name string, kind Kind, p *Policy, where func(string) *Error) (*Com
 		return nil, e
 	}
 	c.Protected = f.Protected
+	c.Workspace = f.Workspace
 	c.Egress = isTrue(deref(p.Network).Egress)
 	sc := deref(p.Syscalls)
 	if sc.Allow != nil {

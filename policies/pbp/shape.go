@@ -171,6 +171,9 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 				return m.fail(fmt.Sprintf("files.protected[%d]", i), "%q must be a clean path relative to the workspace", pp)
 			}
 		}
+		if w := f.Workspace; w != "" && w != "rw" && w != "ro" {
+			return m.fail("files.workspace", "%q must be rw or ro", w)
+		}
 		if f.Tmpfs != nil {
 			for i, t := range *f.Tmpfs {
 				field := fmt.Sprintf("files.tmpfs[%d]", i)
@@ -264,6 +267,11 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 		}
 	}
 	if f := b.FS; f != nil {
+		for i, pp := range f.Ask {
+			if path.IsAbs(pp) || !cleanRel(pp) {
+				return m.fail(fmt.Sprintf("business.fs.ask[%d]", i), "%q must be a clean path relative to the workspace", pp)
+			}
+		}
 		return m.size("business.fs.max_file_size", f.MaxFileSize)
 	}
 	return nil

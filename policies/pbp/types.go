@@ -109,6 +109,10 @@ type Files struct {
 	Tmpfs     *[]Tmpfs  `yaml:"tmpfs,omitempty" json:"tmpfs,omitempty"`
 	Volumes   *[]Volume `yaml:"volumes,omitempty" json:"volumes,omitempty"`
 	Protected []string  `yaml:"protected,omitempty" json:"protected,omitempty"`
+	// Workspace mounts the person's workspace folder at /workspace: "rw" or "ro". A layer may
+	// narrow rw to ro, never widen. Protected paths are mounted read-only over it for every kind
+	// but fs, their only writer.
+	Workspace string `yaml:"workspace,omitempty" json:"workspace,omitempty"`
 }
 
 // Tmpfs is a size-limited writable in-memory mount.
@@ -217,6 +221,9 @@ type BashRules struct {
 type FSRules struct {
 	MaxFileSize string `yaml:"max_file_size,omitempty" json:"max_file_size,omitempty"`
 	ExecBits    *bool  `yaml:"exec_bits,omitempty" json:"exec_bits,omitempty"`
+	// Ask lists protected paths (a file, or a folder ending in "/") whose changes need a
+	// person's approval; union across layers (asking more only narrows).
+	Ask []string `yaml:"ask,omitempty" json:"ask,omitempty"`
 }
 
 // Audit says what the component records; secrets are never recorded, whatever it says.

@@ -1,0 +1,188 @@
+// Command sharness-bash is the bash component: the agent's shell, as one MCP tool, "bash",
+// served over streamable HTTP at /mcp on :8090 (plain HTTP on the agent's edge network), with
+// GET /healthz. Every call runs one command in a fresh sandbox (internal/sandbox) under the
+// profile it names, if the policy's business.bash.profiles allows it: analyse (no network,
+// workspace read-only) or build (net's proxy only, workspace read-write); admin is refused
+// until the approval gate exists. What the command printed passes the secret filter
+// (internal/secretfilter) before it becomes the result. One JSON log line per call, without
+// the command or its output (the command's length and SHA-256 only).
+//
+// It refuses to start unless the policy is the supplied one, this component is kind bash with
+// profiles and a read-write workspace, and the kernel gives every sandbox what it needs
+// (sandbox.Check, sandbox.Plan); -unsafe-best-effort starts anyway and logs every degradation.
+//
+// What it does not guarantee: see internal/sandbox and internal/secretfilter. The agent may run
+// many commands at once; only the container's limits bound them together. A command's output is
+// whatever it printed: it can say anything, including lies about what it did.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharness-ai/sharness/internal/healthz"
+	"github.com/sharness-ai/sharness/internal/sandbox"
+	"github.com/sharness-ai/sharness/internal/secretfilter"
+	"github.com/sharness-ai/sharness/internal/session"
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+// proxyPort is net's plain proxy port, the only one build's sandboxes may connect to.
+const proxyPort = "3128"
+
+type config struct {
+	policyDir        string
+	listen           string
+	workspace        string
+	unsafeBestEffort bool
+}
+
+func main() {
+	sandbox.Init() // a re-executed copy of this binary may be a sandbox's init
+	cfg := config{policyDir: session.PolicyDir}
+	unsafe, _ := strconv.ParseBool(os.Getenv("SHARNESS_AI_BASH_UNSAFE_BEST_EFFORT"))
+	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_BASH_LISTEN"), ":8090"), "address of the MCP listener for the agent (env SHARNESS_AI_BASH_LISTEN)")
+	flag.StringVar(&cfg.workspace, "workspace", cmp.Or(os.Getenv("SHARNESS_AI_BASH_WORKSPACE"), sandbox.DefaultWorkspace), "the workspace folder (env SHARNESS_AI_BASH_WORKSPACE)")
+	flag.BoolVar(&cfg.unsafeBestEffort, "unsafe-best-effort", unsafe, "start even when the kernel lacks sandbox features, logging each one: the sandboxes are then weaker (env SHARNESS_AI_BASH_UNSAFE_BEST_EFFORT)")
+	flag.Parse()
+	if flag.NArg() == 1 && flag.Arg(0) == "health" { // the compose healthcheck (internal/healthz)
+		if err := healthz.Check(context.Background(), healthz.URL(cfg.listen)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+	if flag.NArg() != 0 {
+		fmt.Fprintln(os.Stderr, "usage: sharness-bash [flags] [health]")
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, log); err != nil {
+		log.Error("sharness-bash stopped", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	m, c, err := session.Load(cfg.policyDir, os.Getenv)
+	if err != nil {
+		return err
+	}
+	pol, err := policyOf(m, c)
+	if err != nil {
+		return err
+	}
+	sb, degraded, err := sandbox.Plan(sandbox.Check(ctx), cfg.unsafeBestEffort)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	for _, d := range degraded {
+		log.Error("UNSAFE: sandboxes run degraded (-unsafe-best-effort)", "degradation", d)
+	}
+	if err := smokeTest(ctx, sb, pol, cfg.workspace); err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	filter, err := secretfilter.New(nil)
+	if err != nil {
+		return fmt.Errorf("refusing to start: secret filter: %w", err)
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "sharness-bash", Version: "1"}, nil)
+	(&tool{sb: sb, pol: pol, workspace: cfg.workspace, filter: filter, log: log}).add(s)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{SessionTimeout: time.Hour, Logger: log}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	// No WriteTimeout: a command may run for its whole timeout (600 s at most).
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("sharness-bash serving", "policy", m.Hash, "listen", cfg.listen, "workspace", cfg.workspace,
+		"profiles", pol.profiles, "proxy", pol.proxy, "degradations", len(degraded))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// policy is what bash takes from its component's policy.
+type policy struct {
+	profiles []string // the profiles the agent may name
+	proxy    string   // net's proxy, host:port; "" when bash has no edge to net
+}
+
+// policyOf refuses a component bash cannot serve: another kind, no profiles, a workspace not
+// mounted read-write. build's proxy is net's plain port on the one component of kind net that
+// bash has an edge to.
+func policyOf(m *pbp.Manifest, c *pbp.Component) (policy, error) {
+	if c.Kind != pbp.KindBash {
+		return policy{}, fmt.Errorf("refusing to start: component %s is kind %s, not %s", c.Name, c.Kind, pbp.KindBash)
+	}
+	if c.Business.Bash == nil || c.Business.Bash.Profiles == nil || len(*c.Business.Bash.Profiles) == 0 {
+		return policy{}, fmt.Errorf("refusing to start: component %s has no business.bash.profiles: no profile may run", c.Name)
+	}
+	if c.Workspace != "rw" {
+		return policy{}, fmt.Errorf("refusing to start: component %s needs files.workspace rw (build writes it), the policy says %q", c.Name, c.Workspace)
+	}
+	p := policy{profiles: *c.Business.Bash.Profiles}
+	var nets []string
+	for _, e := range m.Edges {
+		if to := m.Component(e.To); e.From == c.Name && to != nil && to.Kind == pbp.KindNet {
+			nets = append(nets, to.Name)
+		}
+	}
+	switch len(nets) {
+	case 0: // build is refused per call, with the reason
+	case 1:
+		p.proxy = net.JoinHostPort(nets[0], proxyPort)
+	default:
+		return policy{}, fmt.Errorf("refusing to start: %s has edges to %d components of kind net, want at most one", c.Name, len(nets))
+	}
+	return p, nil
+}
+
+// smokeTest runs `true` in each profile the policy allows and can run: a sandbox that cannot
+// start (a workspace that cannot be remounted, a missing /bin/bash) stops start-up instead of
+// failing every call.
+func smokeTest(ctx context.Context, sb *sandbox.Sandbox, pol policy, workspace string) error {
+	for _, p := range []sandbox.Profile{sandbox.Analyse, sandbox.Build} {
+		if !sandbox.Decide(p, pol.profiles, pol.proxy).Allow {
+			continue
+		}
+		res, err := sb.Run(ctx, sandbox.Spec{Command: "true", Profile: p, Workspace: workspace, ProxyAddr: pol.proxy, Timeout: 30 * time.Second})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %q", res.ExitCode, res.Stderr)
+		}
+		if err != nil {
+			return fmt.Errorf("a %s sandbox does not run: %w", p, err)
+		}
+	}
+	return nil
+}

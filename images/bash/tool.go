@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharness-ai/sharness/internal/sandbox"
+	"github.com/sharness-ai/sharness/internal/secretfilter"
+)
+
+// tool serves the bash tool.
+type tool struct {
+	sb        *sandbox.Sandbox
+	pol       policy
+	workspace string
+	filter    *secretfilter.Filter
+	log       *slog.Logger
+}
+
+// output is the tool's structured result.
+type output struct {
+	ExitCode        int      `json:"exit_code"`
+	Signal          string   `json:"signal"`
+	Stdout          string   `json:"stdout"`
+	Stderr          string   `json:"stderr"`
+	StdoutBytes     int64    `json:"stdout_bytes"`
+	StderrBytes     int64    `json:"stderr_bytes"`
+	StdoutTruncated bool     `json:"stdout_truncated"`
+	StderrTruncated bool     `json:"stderr_truncated"`
+	TimedOut        bool     `json:"timed_out"`
+	Redacted        []string `json:"redacted"`
+
+	stdoutKept, stderrKept int // bytes of each stream kept, before redaction
+}
+
+const inputSchema = `{"type":"object","additionalProperties":false,"required":["command"],"properties":{
+"command":{"type":"string","minLength":1,"maxLength":65536,"description":"the shell command, run by /bin/bash -c"},
+"profile":{"type":"string","enum":["analyse","build","admin"],"default":"analyse","description":"analyse: no network, workspace read-only; build: the proxy only, workspace read-write; admin: needs a person's approval"},
+"timeout":{"type":"integer","minimum":1,"maximum":600,"default":60,"description":"seconds before the sandbox is killed"},
+"cwd":{"type":"string","description":"working folder, relative to the workspace, without .."}}}`
+
+const outputSchema = `{"type":"object","required":["exit_code","signal","stdout","stderr","stdout_bytes","stderr_bytes","stdout_truncated","stderr_truncated","timed_out","redacted"],"properties":{
+"exit_code":{"type":"integer"},"signal":{"type":"string"},"stdout":{"type":"string"},"stderr":{"type":"string"},
+"stdout_bytes":{"type":"integer"},"stderr_bytes":{"type":"integer"},"stdout_truncated":{"type":"boolean"},
+"stderr_truncated":{"type":"boolean"},"timed_out":{"type":"boolean"},"redacted":{"type":"array","items":{"type":"string"}}}}`
+
+func (t *tool) add(s *mcp.Server) {
+	s.AddTool(&mcp.Tool{
+		Name: "bash",
+		Description: "Run one shell command in a fresh sandbox and return its exit code, stdout and stderr " +
+			"(1 MiB each at most; secrets in them are redacted). Nothing but the workspace outlives the command.",
+		InputSchema: json.RawMessage(inputSchema), OutputSchema: json.RawMessage(outputSchema),
+	}, t.call)
+}
+
+// call runs one tool call. Invalid arguments are a protocol error (invalid params) naming the
+// argument; a refused profile or a sandbox that could not start is a tool error with the
+// reason; anything the command did is a result.
+func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	line := []any{"decision", "invalid"}
+	defer func() { t.log.Info("bash command", line...) }()
+	a, err := decodeArgs(req.Params.Arguments)
+	if err == nil {
+		err = checkCwd(t.workspace, a.Cwd)
+	}
+	if err != nil {
+		var ae *argError
+		if !errors.As(err, &ae) {
+			line = []any{"decision", "failed", "error", err.Error()}
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the workspace cannot be read"}
+		}
+		field := "other" // an unknown field's name is the agent's text, not ours to log
+		if slices.Contains(fields, ae.field) {
+			field = ae.field
+		}
+		line = append(line, "field", field)
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error()}
+	}
+	sum := sha256.Sum256([]byte(a.Command))
+	line = []any{"profile", a.Profile, "command_len", len(a.Command), "command_sha256", hex.EncodeToString(sum[:])}
+	if d := sandbox.Decide(a.Profile, t.pol.profiles, t.pol.proxy); !d.Allow {
+		line = append(line, "decision", "refused", "reason", d.Reason)
+		return errorResult("refused: " + d.Reason), nil
+	}
+	res, err := t.sb.Run(ctx, sandbox.Spec{Command: a.Command, Profile: a.Profile, Timeout: a.Timeout, Cwd: a.Cwd,
+		Workspace: t.workspace, ProxyAddr: t.pol.proxy})
+	if err != nil {
+		line = append(line, "decision", "failed", "error", err.Error(), "duration_ms", res.Duration.Milliseconds())
+		return errorResult("the sandbox could not run the command: " + err.Error()), nil
+	}
+	out := t.redact(res)
+	line = append(line, "decision", "ran", "exit_code", out.ExitCode, "signal", out.Signal, "duration_ms", res.Duration.Milliseconds(),
+		"stdout_bytes", out.StdoutBytes, "stderr_bytes", out.StderrBytes, "stdout_truncated", out.StdoutTruncated,
+		"stderr_truncated", out.StderrTruncated, "timed_out", out.TimedOut, "redactions", len(out.Redacted))
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(out, a)}}, StructuredContent: out}, nil
+}
+
+// redact passes both streams through the secret filter: a key a command prints never reaches
+// the agent. Redacted lists the rules that matched, once each.
+func (t *tool) redact(r sandbox.Result) output {
+	stdout, h1 := t.filter.Redact(r.Stdout)
+	stderr, h2 := t.filter.Redact(r.Stderr)
+	rules := []string{}
+	for _, h := range append(h1, h2...) {
+		if !slices.Contains(rules, h.Rule) {
+			rules = append(rules, h.Rule)
+		}
+	}
+	slices.Sort(rules)
+	return output{ExitCode: r.ExitCode, Signal: r.Signal, Stdout: printable(stdout), Stderr: printable(stderr),
+		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes,
+		StdoutTruncated: r.StdoutTruncated, StderrTruncated: r.StderrTruncated, TimedOut: r.TimedOut, Redacted: rules,
+		stdoutKept: len(r.Stdout), stderrKept: len(r.Stderr)}
+}
+
+// printable is b as text for a model: invalid UTF-8 and control characters but tab, newline
+// and carriage return become U+FFFD. JSON would spell each control character as a six-byte
+// escape, both in the structured result and in the text: a MiB of NULs cost a second of CPU
+// between this server and its client.
+func printable(b []byte) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
+// summary is the text a model reads: the exit code, the streams, and a line for each thing
+// it must not miss (truncation, a timeout, redactions).
+func summary(o output, a args) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit code: %d", o.ExitCode)
+	if o.Signal != "" {
+		fmt.Fprintf(&b, " (%s)", o.Signal)
+	}
+	b.WriteString("\n")
+	if o.TimedOut {
+		fmt.Fprintf(&b, "timed out after %v: the sandbox was killed\n", a.Timeout)
+	}
+	for _, s := range []struct {
+		name, text  string
+		total, kept int64
+		truncated   bool
+	}{{"stdout", o.Stdout, o.StdoutBytes, int64(o.stdoutKept), o.StdoutTruncated}, {"stderr", o.Stderr, o.StderrBytes, int64(o.stderrKept), o.StderrTruncated}} {
+		if s.total == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "--- %s ---\n%s", s.name, s.text)
+		if !strings.HasSuffix(s.text, "\n") {
+			b.WriteString("\n")
+		}
+		if s.truncated {
+			fmt.Fprintf(&b, "[%s truncated: %d bytes written, the first %d kept]\n", s.name, s.total, s.kept)
+		}
+	}
+	if len(o.Redacted) > 0 {
+		fmt.Fprintf(&b, "[redacted secrets matching: %s]\n", strings.Join(o.Redacted, ", "))
+	}
+	return b.String()
+}
+
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, IsError: true}
+}

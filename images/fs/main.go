@@ -1,0 +1,139 @@
+// Command sharness-fs is the fs component: the only writer of the workspace's protected paths
+// (.claude/, .git/hooks/, .envrc, ...), which every other container sees read-only. It serves the
+// agent's edge on :8091, plain HTTP (membership of the edge network is the agent's identity):
+//
+//	POST /v1/write   {"path", "content" | "content_base64", "mode"?}   mode: octal string, "0644"
+//	POST /v1/delete  {"path"}
+//	POST /v1/rename  {"from", "to"}
+//	GET  /healthz    (`sharness-fs health` asks it on the loopback: the compose file's healthcheck)
+//	/mcp             the same as MCP tools fs_write, fs_delete, fs_rename (streamable HTTP)
+//
+// internal/fsguard decides and carries out each change; this command decodes requests strictly,
+// answers, and logs one JSON line per decision (never content). It refuses to start unless its
+// policy is kind fs with the workspace mounted read-write, and unless every protected path exists
+// (`sharness-ai workspace init` makes them on the host; fs never does, see fsguard.Prepare).
+//
+// What it does not guarantee: see internal/fsguard. Anyone on the agent's edge network can call
+// it; it trusts that network to hold only the agent. Changes to ask paths are refused until the
+// approval gate exists.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sharness-ai/sharness/internal/fsguard"
+	"github.com/sharness-ai/sharness/internal/healthz"
+	"github.com/sharness-ai/sharness/internal/secretfilter"
+	"github.com/sharness-ai/sharness/internal/session"
+	"github.com/sharness-ai/sharness/policies/pbp"
+)
+
+type config struct {
+	policyDir string
+	listen    string // the agent edge
+	workspace string
+}
+
+func main() {
+	cfg := config{policyDir: session.PolicyDir}
+	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_FS_LISTEN"), ":8091"), "address of the API and MCP listener for the agent (env SHARNESS_AI_FS_LISTEN)")
+	flag.StringVar(&cfg.workspace, "workspace", cmp.Or(os.Getenv("SHARNESS_AI_FS_WORKSPACE"), "/workspace"), "the workspace folder, mounted read-write (env SHARNESS_AI_FS_WORKSPACE)")
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	var err error
+	switch {
+	case flag.NArg() == 1 && flag.Arg(0) == "health": // the compose file's healthcheck
+		err = healthz.Check(ctx, healthz.URL(cfg.listen))
+	case flag.NArg() == 0:
+		err = run(ctx, cfg, log)
+	default:
+		fmt.Fprintln(os.Stderr, "usage: sharness-fs [-listen addr] [-workspace dir] [health]")
+		os.Exit(2)
+	}
+	if err != nil {
+		log.Error("sharness-fs failed", "error", err.Error())
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	m, c, err := session.Load(cfg.policyDir, os.Getenv)
+	if err != nil {
+		return err
+	}
+	if c.Kind != pbp.KindFS {
+		return fmt.Errorf("refusing to start: component %s is kind %s, not %s", c.Name, c.Kind, pbp.KindFS)
+	}
+	if c.Workspace != "rw" {
+		return fmt.Errorf("refusing to start: fs writes the workspace, and the policy mounts it %q, not \"rw\" (files.workspace)", c.Workspace)
+	}
+	rules, err := compileRules(c)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	filter, err := secretfilter.New(nil)
+	if err != nil {
+		return fmt.Errorf("refusing to start: secret filter: %w", err)
+	}
+	g, err := fsguard.Open(cfg.workspace, rules, filter)
+	if errors.Is(err, fsguard.ErrMissing) {
+		return fmt.Errorf("refusing to start: %w; run `sharness-ai workspace init` on the host before starting the stack", err)
+	} else if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	defer g.Close()
+	s := newServer(g, rules.MaxFileSize(), log)
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	// No WriteTimeout: an MCP client may hold a stream open for the session.
+	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	log.Info("sharness-fs serving", "policy", m.Hash, "listen", cfg.listen, "workspace", cfg.workspace,
+		"protected", c.Protected, "max_file_size", rules.MaxFileSize(), "max_body", s.maxBody)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// compileRules reads fs's rules from its effective policy; business.fs unset means the defaults
+// (a 1 MiB cap, no exec bits, nothing to ask).
+func compileRules(c *pbp.Component) (*fsguard.Rules, error) {
+	p := fsguard.Policy{Protected: c.Protected}
+	if r := c.Business.FS; r != nil {
+		p.Ask, p.ExecBits = r.Ask, r.ExecBits != nil && *r.ExecBits
+		if r.MaxFileSize != "" {
+			n, err := pbp.ParseSize(r.MaxFileSize)
+			if err != nil {
+				return nil, fmt.Errorf("business.fs.max_file_size: %w", err)
+			}
+			p.MaxFileSize = n
+		}
+	}
+	return fsguard.Compile(p)
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sharness-ai/sharness/internal/fsguard"
+)
+
+// tools are the MCP face of the JSON API: the same inputs, read by the same strict decoder (so
+// the low-level AddTool, which leaves the raw arguments to the handler), the same decisions.
+var tools = []struct{ op, description, schema string }{
+	{"write", "Write a file under a protected workspace path (.claude/, .vscode/, ...), which the agent cannot write directly. Give content (UTF-8) or content_base64, and optionally mode as an octal string such as \"0644\" (exec bits are stripped unless the policy allows them).",
+		`{"type":"object","properties":{"path":{"type":"string","description":"path relative to the workspace, e.g. .claude/commands/hello.md"},"content":{"type":"string"},"content_base64":{"type":"string"},"mode":{"type":"string","pattern":"^0?[0-7]{3}$"}},"required":["path"],"additionalProperties":false}`},
+	{"delete", "Delete a file or an empty folder inside a protected workspace folder (never a protected path itself).",
+		`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"],"additionalProperties":false}`},
+	{"rename", "Rename an entry inside a protected workspace folder to a new name inside one; never replaces an existing entry.",
+		`{"type":"object","properties":{"from":{"type":"string"},"to":{"type":"string"}},"required":["from","to"],"additionalProperties":false}`},
+}
+
+func (s *server) mcpServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sharness-fs", Version: "1"}, &mcp.ServerOptions{
+		Instructions: "The workspace's protected paths are read-only for you; change them with these tools. Refusals name their reason."})
+	for _, t := range tools {
+		srv.AddTool(&mcp.Tool{Name: "fs_" + t.op, Description: t.description, InputSchema: json.RawMessage(t.schema)},
+			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				o, bad := decode(t.op, req.Params.Arguments)
+				if bad != nil {
+					s.record("mcp", op{name: t.op}, "deny", bad.reason, fsguard.Result{}, nil)
+					return toolError(bad.reason, bad.message), nil
+				}
+				res, err := s.do("mcp", o)
+				var ref *fsguard.Refusal
+				switch {
+				case errors.As(err, &ref):
+					return toolError(string(ref.Reason), ref.Message), nil
+				case err != nil:
+					return toolError(string(fsguard.ReasonIO), "fs failed"), nil
+				}
+				b, _ := json.Marshal(answerOf(res))
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
+			})
+	}
+	return srv
+}
+
+// toolError is a refusal as a tool result: the model reads it and can correct itself. The text
+// starts with the reason code.
+func toolError(reason, message string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: reason + ": " + message}}}
+}
+
+func (s *server) mcpHandler() http.Handler {
+	srv := s.mcpServer()
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{MaxRequestBodyBytes: s.maxBody, SessionTimeout: 30 * time.Minute})
+}
