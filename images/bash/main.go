@@ -19,7 +19,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -36,6 +35,7 @@ import (
 	"github.com/sharness-ai/sharness/internal/healthz"
 	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
+	"github.com/sharness-ai/sharness/internal/serve"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -117,19 +117,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("sharness-bash serving", "policy", m.Hash, "listen", cfg.listen, "workspace", cfg.workspace,
 		"profiles", pol.profiles, "proxy", pol.proxy, "degradations", len(degraded))
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	return serve.Until(ctx, srv, ln, 10*time.Second)
 }
 
 // policy is what bash takes from its component's policy.

@@ -35,6 +35,7 @@ import (
 	"github.com/sharness-ai/sharness/internal/fsguard"
 	"github.com/sharness-ai/sharness/internal/healthz"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
+	"github.com/sharness-ai/sharness/internal/serve"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -106,19 +107,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("sharness-fs serving", "policy", m.Hash, "listen", cfg.listen, "workspace", cfg.workspace,
 		"protected", c.Protected, "max_file_size", rules.MaxFileSize(), "max_body", s.maxBody)
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	return serve.Until(ctx, srv, ln, 10*time.Second)
 }
 
 // compileRules reads fs's rules from its effective policy; business.fs unset means the defaults

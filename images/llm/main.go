@@ -15,7 +15,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -29,6 +28,7 @@ import (
 	"github.com/sharness-ai/sharness/internal/messages"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/netdial"
+	"github.com/sharness-ai/sharness/internal/serve"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -116,19 +116,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("sharness-llm serving", "policy", m.Hash, "listen", cfg.listen, "upstream", rules.Upstream().String(),
 		"net", cfg.net, "kms", cfg.kms, "key_cache", rules.KeyCache().String(), "redact", rules.Redact(), "budget", rules.Budget())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	shut, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shut); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	return serve.Until(ctx, srv, ln, 30*time.Second)
 }
 
 // peerOfKind names the one component of kind k that self has an edge to.
