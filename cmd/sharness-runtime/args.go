@@ -1,0 +1,173 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// invocation is what the shim needs to know of one runc command line. It is parsed the way runc
+// (urfave/cli v1 over Go's flag package) parses it: `-x` and `--x` alike, `--x v` and `--x=v`,
+// the last of a repeated single-valued flag wins, and for every command but exec the flags may
+// follow the positional arguments (urfave's argument reordering; runc's exec sets SkipArgReorder).
+type invocation struct {
+	root, log, logFormat string // runc's global flags the shim uses
+	command              string // "" when only global flags (e.g. --version) are given
+	id                   string // the container id, first positional argument
+	flags                map[string][]string
+}
+
+// last returns the last value of a command flag and whether it was given at all.
+func (inv invocation) last(name string) (string, bool) {
+	v := inv.flags[name]
+	if len(v) == 0 {
+		return "", false
+	}
+	return v[len(v)-1], true
+}
+
+// flagSet maps every spelling of a flag to its canonical name and says whether it takes a value.
+type flagSet map[string]struct {
+	name  string
+	value bool
+}
+
+func newFlagSet(value, boolean []string) flagSet {
+	fs := flagSet{}
+	for kind, list := range [2][]string{boolean, value} {
+		for _, spec := range list { // "bundle,b": canonical name first, then aliases
+			names := strings.Split(spec, ",")
+			for _, n := range names {
+				fs[n] = struct {
+					name  string
+					value bool
+				}{names[0], kind == 1}
+			}
+		}
+	}
+	return fs
+}
+
+var (
+	globalFlags = newFlagSet(
+		[]string{"log", "log-format", "root", "criu", "rootless"},
+		[]string{"debug", "systemd-cgroup", "help,h", "version,v"})
+	// commandFlags lists runc's own flags (1.1, plus 1.2's pidfd-socket and cpu-idle) for the
+	// commands the shim polices. Any other flag on these commands is refused: runc would refuse
+	// it too, and guessing whether it takes a value could misplace the bundle or container id.
+	commandFlags = map[string]flagSet{
+		"create": newFlagSet(
+			[]string{"bundle,b", "console-socket", "pidfd-socket", "pid-file", "preserve-fds"},
+			[]string{"no-pivot", "no-new-keyring", "help,h"}),
+		"run": newFlagSet(
+			[]string{"bundle,b", "console-socket", "pidfd-socket", "pid-file", "preserve-fds"},
+			[]string{"detach,d", "keep", "no-subreaper", "no-pivot", "no-new-keyring", "help,h"}),
+		"restore": newFlagSet(
+			[]string{"bundle,b", "console-socket", "image-path", "work-path", "manage-cgroups-mode",
+				"pid-file", "empty-ns", "lsm-profile", "lsm-mount-context"},
+			[]string{"tcp-established", "ext-unix-sk", "shell-job", "file-locks", "detach,d",
+				"no-subreaper", "no-pivot", "auto-dedup", "lazy-pages", "help,h"}),
+		"exec": newFlagSet(
+			[]string{"console-socket", "pidfd-socket", "cwd", "env,e", "user,u", "additional-gids,g",
+				"process,p", "pid-file", "process-label", "apparmor", "cap,c", "preserve-fds", "cgroup"},
+			[]string{"tty,t", "detach,d", "no-new-privs", "ignore-paused", "help,h"}),
+		"update": newFlagSet(
+			[]string{"resources,r", "blkio-weight", "cpu-period", "cpu-quota", "cpu-share",
+				"cpu-rt-period", "cpu-rt-runtime", "cpuset-cpus", "cpuset-mems", "kernel-memory",
+				"kernel-memory-tcp", "memory", "cpu-idle", "memory-reservation", "memory-swap",
+				"pids-limit", "l3-cache-schema", "mem-bw-schema"},
+			[]string{"help,h"}),
+	}
+)
+
+// parseArgs parses runc's argv without argv[0]. Commands the shim does not police keep only
+// their name: their arguments go to runc untouched.
+func parseArgs(args []string) (invocation, error) {
+	inv := invocation{flags: map[string][]string{}}
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || a == "-" || !strings.HasPrefix(a, "-") {
+			break
+		}
+		name, val, n, err := parseFlag(globalFlags, args, i)
+		if err != nil {
+			return inv, err
+		}
+		i = n
+		switch name {
+		case "root":
+			inv.root = val
+		case "log":
+			inv.log = val
+		case "log-format":
+			inv.logFormat = val
+		}
+	}
+	if i < len(args) && args[i] == "--" {
+		i++
+	}
+	if i == len(args) {
+		return inv, nil
+	}
+	inv.command = args[i]
+	fs, policed := commandFlags[inv.command]
+	if !policed {
+		return inv, nil
+	}
+	var positional []string
+	for i++; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if a == "-" || !strings.HasPrefix(a, "-") {
+			if inv.command == "exec" { // SkipArgReorder: the rest is the id and the command
+				positional = append(positional, args[i:]...)
+				break
+			}
+			positional = append(positional, a)
+			continue
+		}
+		name, val, n, err := parseFlag(fs, args, i)
+		if err != nil {
+			return inv, fmt.Errorf("%s: %w", inv.command, err)
+		}
+		i = n
+		inv.flags[name] = append(inv.flags[name], val)
+	}
+	if len(positional) > 0 {
+		inv.id = positional[0]
+	}
+	return inv, nil
+}
+
+// parseFlag parses the flag at args[i] and returns its canonical name, its value ("true" or
+// "false" for a boolean) and the index of the last argument it used.
+func parseFlag(fs flagSet, args []string, i int) (name, val string, last int, err error) {
+	a := strings.TrimPrefix(strings.TrimPrefix(args[i], "-"), "-")
+	name, val, hasVal := strings.Cut(a, "=")
+	f, ok := fs[name]
+	if name == "" || !ok {
+		return "", "", 0, fmt.Errorf("flag provided but not defined: %q", args[i])
+	}
+	switch {
+	case !f.value && !hasVal:
+		val = "true"
+	case !f.value:
+		b, perr := strconv.ParseBool(val)
+		if perr != nil {
+			return "", "", 0, fmt.Errorf("invalid boolean value %q for flag -%s", val, name)
+		}
+		val = strconv.FormatBool(b)
+	case !hasVal:
+		if i+1 >= len(args) {
+			return "", "", 0, errors.New("flag needs an argument: -" + name)
+		}
+		i++
+		val = args[i]
+	}
+	return f.name, val, i, nil
+}

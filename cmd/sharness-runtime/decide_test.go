@@ -1,0 +1,229 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/runtime/shim"
+)
+
+// fakeHost is the machine as a map; every access is recorded so that pass-through cases can
+// show the shim read nothing.
+type fakeHost struct {
+	files   map[string]string
+	bundles map[string]string // container id → bundle
+	stdin   string
+	strict  bool
+	reads   []string
+}
+
+func (h *fakeHost) ReadFile(path string) ([]byte, error) {
+	h.reads = append(h.reads, path)
+	if s, ok := h.files[path]; ok {
+		return []byte(s), nil
+	}
+	return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+}
+
+func (h *fakeHost) ReadStdin() ([]byte, error) {
+	h.reads = append(h.reads, "stdin")
+	return []byte(h.stdin), nil
+}
+
+func (h *fakeHost) Exists(path string) (bool, error) {
+	h.reads = append(h.reads, path)
+	return h.strict && path == strictFile, nil
+}
+
+func (h *fakeHost) Bundle(root, id string) (string, error) {
+	h.reads = append(h.reads, "state "+id)
+	if b, ok := h.bundles[id]; ok {
+		return b, nil
+	}
+	return "", errors.New("container " + id + " does not exist")
+}
+
+const policyRoot = "/policies"
+
+func getenv(name string) string {
+	if name == envPolicies {
+		return policyRoot
+	}
+	return ""
+}
+
+// fixture is the compiled agent policy in compiled/, and its marker.
+func fixture(tb testing.TB) (spec *specs.Spec, raw, component, policy string) {
+	tb.Helper()
+	data, err := os.ReadFile("../../compiled/agent/config.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := shim.LoadSpec(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	component, policy, marked := shim.Identify(s)
+	if !marked || component == "" || policy == "" {
+		tb.Fatalf("compiled/agent/config.json: marker %q %q %v", component, policy, marked)
+	}
+	return s, string(data), component, policy
+}
+
+func encode(tb testing.TB, v any) string {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// fixtureFiles: /ok and the cwd hold the policy itself, /wide adds CAP_NET_ADMIN, /plain is
+// unmarked, /nopolicy names a policy that is not installed; /bundle is the running container's.
+func fixtureFiles(tb testing.TB) map[string]string {
+	s, raw, component, policy := fixture(tb)
+	var wide, plain, nopolicy specs.Spec
+	for _, dst := range []*specs.Spec{&wide, &plain, &nopolicy} {
+		if err := json.Unmarshal([]byte(raw), dst); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	wide.Process.Capabilities.Bounding = append(wide.Process.Capabilities.Bounding, "CAP_NET_ADMIN")
+	plain.Annotations = nil
+	plain.Process.Env = []string{"PATH=/bin"}
+	nopolicy.Annotations = nil
+	nopolicy.Process.Env = []string{shim.EnvComponent + "=agent", shim.EnvPolicy + "=sha256:" + strings.Repeat("0", 64)}
+	widerProc := *s.Process
+	widerProc.Capabilities = &specs.LinuxCapabilities{Bounding: []string{"CAP_SYS_ADMIN"}, Effective: []string{"CAP_SYS_ADMIN"}}
+	return map[string]string{
+		shim.PolicyPath(policyRoot, policy, component): raw,
+		"/ok/config.json":       raw,
+		"config.json":           raw,
+		"/bundle/config.json":   raw,
+		"/wide/config.json":     encode(tb, &wide),
+		"/plain/config.json":    encode(tb, &plain),
+		"/nopolicy/config.json": encode(tb, &nopolicy),
+		"/proc-ok.json":         encode(tb, s.Process),
+		"/proc-wide.json":       encode(tb, &widerProc),
+		"/res-ok.json":          encode(tb, s.Linux.Resources),
+		"/res-wide.json":        `{"pids":{"limit":-1}}`,
+	}
+}
+
+func TestDecide(t *testing.T) {
+	files := fixtureFiles(t)
+	tests := []struct {
+		name      string
+		args      []string
+		strict    bool
+		stdin     string
+		wantField string // "" when allowed
+		wantMsg   string
+		wantStdin bool
+	}{
+		{name: "create --bundle", args: []string{"create", "--bundle", "/ok", "abc"}},
+		{name: "create -b", args: []string{"create", "-b", "/ok", "abc"}},
+		{name: "create --bundle=", args: append(append([]string{}, containerdGlobals...), "create", "--bundle=/ok", "abc")},
+		{name: "run -b=", args: []string{"run", "-b=/ok", "-d", "abc"}},
+		{name: "create in the cwd", args: []string{"create", "abc"}},
+		{name: "restore is a create", args: []string{"restore", "--image-path", "/i", "-b", "/wide", "abc"},
+			wantField: "process.capabilities", wantMsg: "CAP_NET_ADMIN"},
+		{name: "widened create", args: []string{"create", "--bundle", "/wide", "abc"},
+			wantField: "process.capabilities", wantMsg: "sharness-runtime: refused agent: process.capabilities"},
+		{name: "unmarked passes", args: []string{"create", "-b", "/plain", "abc"}},
+		{name: "unmarked in strict mode", args: []string{"create", "-b", "/plain", "abc"}, strict: true,
+			wantField: "marker", wantMsg: "refused container abc: marker"},
+		{name: "marked without a compiled policy", args: []string{"create", "-b", "/nopolicy", "abc"},
+			wantField: "policy", wantMsg: "refused agent: policy"},
+		{name: "missing bundle", args: []string{"create", "-b", "/nowhere", "abc"}, wantField: "config.json"},
+		{name: "unknown flag", args: []string{"create", "--privileged", "abc"}, wantField: "argv"},
+		{name: "exec -p", args: []string{"exec", "-p", "/proc-ok.json", "-d", "abc"}},
+		{name: "exec -p widened", args: []string{"exec", "-p", "/proc-wide.json", "abc"},
+			wantField: "process.capabilities", wantMsg: "CAP_SYS_ADMIN"},
+		{name: "exec with flags", args: []string{"exec", "-t", "--env", "A=b", "--cwd", "/tmp", "abc", "sh"}},
+		{name: "exec --cap", args: []string{"exec", "--cap", "CAP_NET_RAW", "abc", "sh"},
+			wantField: "process.capabilities", wantMsg: "CAP_NET_RAW"},
+		{name: "exec --user 0", args: []string{"exec", "-u", "0:0", "abc", "sh"}, wantField: "process.user"},
+		{name: "exec --no-new-privs=false", args: []string{"exec", "--no-new-privs=false", "abc", "sh"},
+			wantField: "process.noNewPrivileges"},
+		{name: "exec bad user", args: []string{"exec", "-u", "root", "abc", "sh"}, wantField: "process"},
+		{name: "exec unknown container", args: []string{"exec", "-p", "/proc-ok.json", "nope"}, wantField: "bundle"},
+		{name: "exec id that is a flag", args: []string{"exec", "--", "-x"}, wantField: "container id"},
+		{name: "update -r file", args: []string{"update", "-r", "/res-ok.json", "abc"}},
+		{name: "update -r file widened", args: []string{"update", "-r", "/res-wide.json", "abc"},
+			wantField: "linux.resources.pids"},
+		{name: "update -r -", args: []string{"update", "-r", "-", "abc"}, stdin: files["/res-ok.json"], wantStdin: true},
+		{name: "update -r - widened", args: []string{"update", "--resources=-", "abc"},
+			stdin: `{"memory":{"limit":-1}}`, wantField: "linux.resources.memory"},
+		{name: "update -r - duplicate key", args: []string{"update", "-r", "-", "abc"},
+			stdin: `{"pids":{"limit":1,"Limit":-1}}`, wantField: "linux.resources"},
+		{name: "update --pids-limit", args: []string{"update", "--pids-limit", "100000", "abc"},
+			wantField: "linux.resources.pids"},
+		{name: "update --memory", args: []string{"update", "--memory", "-1", "abc"}, wantField: "linux.resources.memory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &fakeHost{files: files, bundles: map[string]string{"abc": "/bundle"}, strict: tt.strict, stdin: tt.stdin}
+			act, r := decide(tt.args, getenv, h)
+			if tt.wantField == "" {
+				if r != nil {
+					t.Fatalf("decide(%q) refused: %s", tt.args, r.msg)
+				}
+			} else {
+				if r == nil {
+					t.Fatalf("decide(%q) allowed, want a refusal of %s", tt.args, tt.wantField)
+				}
+				if !strings.HasPrefix(r.field, tt.wantField) || !strings.Contains(r.msg, tt.wantMsg) {
+					t.Errorf("decide(%q) refused %q: %s; want field %s… and %q", tt.args, r.field, r.msg, tt.wantField, tt.wantMsg)
+				}
+			}
+			if act.pipeStdin != tt.wantStdin || (tt.wantStdin && string(act.stdin) != tt.stdin) {
+				t.Errorf("decide(%q) action %+v, want stdin piped=%v", tt.args, act, tt.wantStdin)
+			}
+		})
+	}
+}
+
+// Commands that create nothing pass through without the shim reading anything.
+func TestDecidePassesThrough(t *testing.T) {
+	for _, args := range [][]string{
+		{"state", "abc"}, {"start", "abc"}, {"kill", "abc", "9"}, {"delete", "--force", "abc"},
+		{"features"}, {"--version"}, {"-v"}, {"--help"}, {}, {"events", "--stats", "abc"},
+		{"checkpoint", "--image-path", "/i", "abc"}, {"ps", "abc"}, {"pause", "abc"},
+		append(append([]string{}, containerdGlobals...), "delete", "abc"),
+	} {
+		h := &fakeHost{strict: true}
+		act, r := decide(args, getenv, h)
+		if r != nil || act.pipeStdin || len(h.reads) != 0 {
+			t.Errorf("decide(%q) = %+v, %v; read %q; want a plain pass-through", args, act, r, h.reads)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{"abc": true, "a_b+c-d.e": true, "6f0e2b": true,
+		"": false, ".": false, "..": false, "-x": false, "a/b": false, "a b": false, "é": false} {
+		if got := validID(id); got != want {
+			t.Errorf("validID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	switch filepath.Base(os.Args[0]) {
+	case fakeRuncName:
+		fakeRunc()
+	case shimName:
+		main()
+		os.Exit(0)
+	}
+	os.Exit(runTests(m))
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# runtime.sh: build and install sharness-runtime, the OCI runtime shim (cmd/sharness-runtime,
+# issue 6), and report how it would be registered with the engine.
+#
+# Usage: hack/runtime.sh install|status
+#
+#   install  builds cmd/sharness-runtime statically (CGO_ENABLED=0) and installs it to
+#            $SHARNESS_RUNTIME_BIN, then prints the dockerd flag and daemon.json snippet.
+#   status   says whether it is installed, which runc it hands over to, whether strict mode is on
+#            and whether the running engine has a runtime named "sharness".
+#
+# Neither verb restarts or reconfigures the running engine: registering the runtime with dockerd
+# (and making it the default runtime) is a later step of issue 6, done by the engine set-up, not
+# here. A runtime registered with dockerd is only a Boundary for containers that use it: anyone
+# with the Docker API can pick another runtime unless this one is the default.
+#
+# Environment:
+#   SHARNESS_RUNTIME_BIN       install path; default /usr/local/bin/sharness-runtime
+#   SHARNESS_RUNTIME_RUNC      the runc the shim execs; default runc on PATH (Debian: /usr/sbin/runc)
+#   SHARNESS_RUNTIME_POLICIES  compiled policies root; default /etc/sharness-ai/policies
+set -euo pipefail
+
+BIN=${SHARNESS_RUNTIME_BIN:-/usr/local/bin/sharness-runtime}
+NAME=sharness
+STRICT_FILE=/etc/sharness-ai/strict
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+log() { printf 'runtime: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+as_root() {
+	if [ "$(id -u)" -eq 0 ] || [ -w "$(dirname "$BIN")" ]; then "$@"; else sudo "$@"; fi
+}
+
+registration() {
+	cat <<EOF
+To register it (not done by this script), either start dockerd with
+  --add-runtime $NAME=$BIN
+or add to /etc/docker/daemon.json, then restart dockerd:
+  { "runtimes": { "$NAME": { "path": "$BIN" } } }
+and, to cover every container, also "default-runtime": "$NAME" (--default-runtime=$NAME).
+Compose services then choose it with: runtime: $NAME
+EOF
+}
+
+install_runtime() {
+	command -v go >/dev/null 2>&1 || export PATH=/usr/local/go/bin:$PATH
+	TMP_DIR=$(mktemp -d)
+	trap 'rm -rf "$TMP_DIR"' EXIT
+	local tmp=$TMP_DIR
+	log "building cmd/sharness-runtime (static)"
+	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/sharness-runtime" ./cmd/sharness-runtime)
+	as_root install -D -m 0755 "$tmp/sharness-runtime" "$BIN"
+	log "installed $BIN ($(sha256sum "$BIN" | cut -c1-16)…)"
+	registration
+}
+
+status_runtime() {
+	if [ -x "$BIN" ]; then
+		log "installed: $BIN ($(sha256sum "$BIN" | cut -c1-16)…)"
+	else
+		log "not installed at $BIN"
+	fi
+	local runc=${SHARNESS_RUNTIME_RUNC:-$(PATH=$PATH:/usr/sbin:/sbin command -v runc || true)}
+	if [ -n "$runc" ]; then log "runc: $runc ($("$runc" --version 2>/dev/null | head -n1))"; else log "runc: not found"; fi
+	log "policies: ${SHARNESS_RUNTIME_POLICIES:-/etc/sharness-ai/policies}"
+	if [ -e "$STRICT_FILE" ]; then log "strict mode: on ($STRICT_FILE)"; else log "strict mode: off (no $STRICT_FILE)"; fi
+	local runtimes
+	if runtimes=$(docker info --format '{{json .Runtimes}}' 2>/dev/null); then
+		case $runtimes in
+		*"\"$NAME\""*) log "engine: runtime \"$NAME\" registered" ;;
+		*) log "engine: running, runtime \"$NAME\" not registered" ;;
+		esac
+		log "engine: default runtime $(docker info --format '{{.DefaultRuntime}}' 2>/dev/null)"
+	else
+		log "engine: not reachable"
+	fi
+	registration
+}
+
+case ${1:-} in
+install) install_runtime ;;
+status) status_runtime ;;
+*) die "usage: $0 install|status" ;;
+esac

@@ -1,0 +1,213 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/runtime/shim"
+)
+
+func (a *app) installCmd() *cobra.Command {
+	var root string
+	c := &cobra.Command{
+		Use:   "install",
+		Short: "Install the manifest's compiled policies where sharness-runtime reads them: <root>/<hash>/<component>/{config.json,seccomp.json}",
+		Long: "Compiles the manifest and writes every component's config.json and seccomp.json into\n" +
+			"<root>/<the policy hash's 64 hex digits>/<component>/, files 0644 in folders 0755, owned by\n" +
+			"root when run as root. The folder appears whole or not at all (written beside, then renamed).\n" +
+			"An identical installed policy is left as it is; a different one under the same hash is an error.",
+		Args: cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			m, err := a.load()
+			if err != nil {
+				return err
+			}
+			arts, err := compile.Compile(m)
+			if err != nil {
+				return err
+			}
+			files := make(map[string][]byte)
+			for p, data := range arts {
+				if rel, ok := strings.CutPrefix(p, compile.Dir+"/"); ok {
+					files[rel] = data
+				}
+			}
+			dir, already, err := installPolicy(root, m.Hash, files)
+			if err != nil {
+				return err
+			}
+			names := make([]string, 0, len(m.Components))
+			for _, c := range m.Components {
+				names = append(names, c.Name)
+			}
+			slices.Sort(names)
+			text := fmt.Sprintf("installed policy %s: %d components in %s\n", m.Hash, len(names), dir)
+			if already {
+				text = fmt.Sprintf("policy %s is already installed in %s: left as it is\n", m.Hash, dir)
+			}
+			if os.Geteuid() != 0 {
+				text += fmt.Sprintf("note: not run as root, so the files belong to uid %d; only a root-owned folder keeps containers and users from rewriting the policy\n", os.Geteuid())
+			}
+			return a.print(map[string]any{"policy": m.Hash, "dir": dir, "components": names, "already": already}, text)
+		},
+	}
+	c.Flags().StringVar(&root, "root", shim.DefaultRoot, "the policies folder sharness-runtime reads")
+	return c
+}
+
+// installPolicy writes files (paths relative to the policy's folder) into root/<hash>. It returns
+// the folder, and already=true when an identical policy was there.
+func installPolicy(root, hash string, files map[string][]byte) (dir string, already bool, err error) {
+	dir = shim.PolicyDir(root, hash)
+	if dir == "" {
+		return "", false, fmt.Errorf("install policy: %q is not a policy hash", hash)
+	}
+	if same, err := sameTree(dir, files); err == nil {
+		if !same {
+			return "", false, fmt.Errorf("install policy: %s holds a different policy under the same hash: remove it first", dir)
+		}
+		return dir, true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("install policy: read %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", false, fmt.Errorf("install policy: %w", err)
+	}
+	tmp, err := os.MkdirTemp(root, "."+filepath.Base(dir)+".tmp-")
+	if err != nil {
+		return "", false, fmt.Errorf("install policy: %w", err)
+	}
+	defer os.RemoveAll(tmp) // gone after the rename; what a failure leaves otherwise
+	if err := writeTree(tmp, files); err != nil {
+		return "", false, fmt.Errorf("install policy: %w", err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		// Another install may have won the race: identical is fine.
+		if same, serr := sameTree(dir, files); serr == nil && same {
+			return dir, true, nil
+		}
+		return "", false, fmt.Errorf("install policy: %w", err)
+	}
+	if err := syncDir(root); err != nil {
+		return "", false, fmt.Errorf("install policy: %w", err)
+	}
+	return dir, false, nil
+}
+
+// writeTree writes files under dir (which exists): folders 0755, files 0644, fsynced, and owned
+// by root when run as root, whatever the umask and the parent's set-group-ID bit say.
+func writeTree(dir string, files map[string][]byte) error {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	dirs := []string{dir}
+	for _, p := range paths {
+		name := filepath.Join(dir, filepath.FromSlash(p))
+		if !strings.HasPrefix(name, dir+string(filepath.Separator)) {
+			return fmt.Errorf("artefact %q leaves the policy folder", p)
+		}
+		parent := filepath.Dir(name)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return err
+		}
+		if !slices.Contains(dirs, parent) {
+			dirs = append(dirs, parent)
+		}
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write(files[p])
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = own(name, 0o644)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, d := range slices.Backward(dirs) {
+		if err := own(d, 0o755); err != nil {
+			return err
+		}
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func own(name string, mode os.FileMode) error {
+	if os.Geteuid() == 0 {
+		if err := os.Lchown(name, 0, 0); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(name, mode)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// sameTree reports whether dir holds exactly files (regular files, same bytes). The error wraps
+// fs.ErrNotExist when dir does not exist.
+func sameTree(dir string, files map[string][]byte) (bool, error) {
+	if _, err := os.Lstat(dir); err != nil {
+		return false, err
+	}
+	seen := 0
+	same := true
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		want, ok := files[filepath.ToSlash(rel)]
+		if !ok || !d.Type().IsRegular() {
+			same = false
+			return nil
+		}
+		got, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		seen++
+		same = same && bytes.Equal(got, want)
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return same && seen == len(files), nil
+}
