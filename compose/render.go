@@ -16,6 +16,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 
+	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -27,7 +28,7 @@ const (
 )
 
 // IdentityDir is where each role's identity volume (its SPIFFE Workload API socket) is mounted.
-const IdentityDir = "/run/sharness/identity"
+const IdentityDir = compile.IdentityDir
 
 // EgressNetwork is the only network that is not internal; only kind net joins it.
 const EgressNetwork = "egress"
@@ -41,7 +42,7 @@ type Options struct {
 }
 
 // PolicyMount is where every container finds the manifest's folder, read-only (internal/session).
-const PolicyMount = "/etc/sharness/policy"
+const PolicyMount = compile.PolicyMount
 
 // The person supplies the policy's hash, or pins the key whose signature they trust, from the
 // environment of docker compose; every component refuses to start with neither, or with a
@@ -76,7 +77,7 @@ const PlaceholderAPIKey = "sharness-placeholder-not-a-key"
 // SecretsMount is where kms finds the sealed secrets (sharness-ai secret seal writes them), read
 // only; the folder on the host is ./secrets unless SHARNESS_AI_SECRETS_DIR names another.
 const (
-	SecretsMount  = "/etc/sharness/secrets"
+	SecretsMount  = compile.SecretsMount
 	secretsSource = "${SHARNESS_AI_SECRETS_DIR:-./secrets}"
 )
 
@@ -169,6 +170,9 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	s.MemSwapLimit = types.UnitBytes(c.MaxMemory) // no swap beyond the memory limit
 	s.Ulimits = map[string]*types.UlimitsConfig{"core": {Single: 0, Soft: 0, Hard: 0}, "nofile": {Soft: 1024, Hard: 1024}}
 	s.Hostname = c.Name
+	// A cgroup namespace of its own, as the OCI spec says, also where the engine's default is the
+	// host's (cgroup v1).
+	s.Cgroup = "private"
 	// An init process as PID 1 reaps what the component leaves behind; without it, a Go program
 	// whose main thread seccomp killed (an i386/x32 syscall) leaves a container Engine 20.10
 	// cannot remove.

@@ -4,7 +4,8 @@
 # Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run TestWall
 #
 # Installs what is missing (hack/engine.sh install), starts the engine if none answers, builds the
-# images, runs `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run
+# images, installs the runtime shim (hack/runtime.sh) and the compiled policies it checks
+# (sharness-ai install), runs `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run
 # started it.
 set -euo pipefail
 
@@ -20,5 +21,8 @@ else
 	trap '"$ENGINE" stop || true' EXIT
 fi
 "$ROOT/hack/build-images.sh"
+# The runtime shim and the compiled policies it checks against, for the tests that run under it.
+"$ROOT/hack/runtime.sh" install >/dev/null
 cd "$ROOT"
+go run ./cmd/sharness-ai install
 go test -tags e2e -count=1 -v "$@" ./e2e/...

@@ -11,6 +11,10 @@
 # Environment:
 #   SHARNESS_ENGINE_STATE   state dir (pid file, log, ownership marker); default /tmp/sharness-engine
 #   SHARNESS_COMPOSE_VERSION compose module version to build; default v2.40.3
+#   SHARNESS_RUNTIME_BIN    the sharness-runtime shim dockerd registers as runtime "sharness";
+#                           default /usr/local/bin/sharness-runtime (hack/runtime.sh install puts it
+#                           there). Registered, not the default runtime: a container uses it only
+#                           when it asks for it (`runtime: sharness`).
 set -euo pipefail
 
 STATE_DIR=${SHARNESS_ENGINE_STATE:-/tmp/sharness-engine}
@@ -18,6 +22,7 @@ PID_FILE=$STATE_DIR/dockerd.pid   # written by dockerd itself (--pidfile)
 OWNED=$STATE_DIR/started-by-us    # present only if we started dockerd; holds its pid
 LOG_FILE=$STATE_DIR/dockerd.log
 COMPOSE_VERSION=${SHARNESS_COMPOSE_VERSION:-v2.40.3}
+RUNTIME_BIN=${SHARNESS_RUNTIME_BIN:-/usr/local/bin/sharness-runtime}
 COMPOSE_MODULE=github.com/docker/compose/v2
 PLUGIN=$HOME/.docker/cli-plugins/docker-compose
 START_TIMEOUT=60
@@ -119,7 +124,7 @@ cmd_start() {
 	rm -f "$OWNED"
 	log "starting dockerd (log $LOG_FILE)"
 	# setsid: the daemon must outlive this script and its caller's process group.
-	as_root setsid dockerd --pidfile "$PID_FILE" >>"$LOG_FILE" 2>&1 </dev/null &
+	as_root setsid dockerd --pidfile "$PID_FILE" --add-runtime "sharness=$RUNTIME_BIN" >>"$LOG_FILE" 2>&1 </dev/null &
 	local launcher=$!
 	if ! wait_up "$launcher"; then
 		# Ours, by $!: do not leave a half-started daemon behind.

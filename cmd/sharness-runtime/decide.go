@@ -34,6 +34,10 @@ type host interface {
 type action struct {
 	pipeStdin bool   // runc's stdin was consumed by the check: give it these bytes instead
 	stdin     []byte //
+	// rewrite is the bundle's spec after shim.Narrow added what the engine left out, to be
+	// written to specPath before runc reads it; nil when nothing changed.
+	rewrite  *specs.Spec
+	specPath string
 }
 
 // refusal is a decision not to call runc. Its zero value is never returned: nil means allowed.
@@ -59,11 +63,17 @@ func decide(args []string, getenv func(string) string, h host) (action, *refusal
 	switch inv.command {
 	case "create", "run", "restore":
 		bundle, _ := inv.last("bundle") // runc's default is the current directory
-		got, r := readSpec(inv, h, filepath.Join(bundle, "config.json"))
+		specPath := filepath.Join(bundle, "config.json")
+		got, r := readSpec(inv, h, specPath)
 		if r != nil {
 			return action{}, r
 		}
-		container, check = got, func(want *specs.Spec) []shim.Refusal { return shim.Check(want, got) }
+		container, check = got, func(want *specs.Spec) []shim.Refusal {
+			if shim.Narrow(want, got) {
+				act.rewrite, act.specPath = got, specPath
+			}
+			return shim.Check(want, got)
+		}
 	case "exec", "update":
 		got, r := containerSpec(inv, h)
 		if r != nil {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -226,4 +227,48 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(runTests(m))
+}
+
+// A bundle the engine wrote with fewer masked paths than the policy (Docker 20.10 masks neither
+// /proc/interrupts nor /sys/devices/virtual/powercap) is allowed once the shim adds them back:
+// the action carries the narrowed spec, which the handover writes before runc reads it.
+func TestDecideNarrowsMaskedPaths(t *testing.T) {
+	files := fixtureFiles(t)
+	var unmasked specs.Spec
+	if err := json.Unmarshal([]byte(files["/ok/config.json"]), &unmasked); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(unmasked.Linux.MaskedPaths)
+	if len(want) == 0 {
+		t.Fatal("the fixture policy masks nothing: nothing to test")
+	}
+	unmasked.Linux.MaskedPaths = want[:len(want)-1]
+	files["/unmasked/config.json"] = encode(t, &unmasked)
+	act, r := decide([]string{"create", "-b", "/unmasked", "abc"}, getenv, &fakeHost{files: files})
+	if r != nil {
+		t.Fatalf("refused: %s", r.msg)
+	}
+	if act.rewrite == nil || act.specPath != "/unmasked/config.json" || !slices.Contains(act.rewrite.Linux.MaskedPaths, want[len(want)-1]) {
+		t.Fatalf("action %+v: want the spec rewritten with %s masked", act, want[len(want)-1])
+	}
+	if act, _ := decide([]string{"create", "-b", "/ok", "abc"}, getenv, &fakeHost{files: files}); act.rewrite != nil {
+		t.Error("a bundle that already masks everything is rewritten")
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	if err := writeSpec(path, act.rewrite); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := shim.LoadSpec(data)
+	if err != nil || !slices.Equal(back.Linux.MaskedPaths, act.rewrite.Linux.MaskedPaths) {
+		t.Errorf("written spec: %v, masked %v", err, back)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("writeSpec left %d files, want config.json alone", len(entries))
+	}
 }

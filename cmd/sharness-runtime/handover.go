@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -113,6 +114,11 @@ func findRunc(getenv func(string) string) (string, error) {
 // handover replaces this process with runc, with the same argv but argv[0]. Only on failure
 // does it return.
 func handover(runc string, args []string, act action) error {
+	if act.rewrite != nil {
+		if err := writeSpec(act.specPath, act.rewrite); err != nil {
+			return err
+		}
+	}
 	if act.pipeStdin {
 		if err := stdinFrom(act.stdin); err != nil {
 			return err
@@ -195,4 +201,34 @@ func report(r *refusal, logPath, format string, now time.Time, stderr io.Writer)
 	if err != nil {
 		fmt.Fprintf(stderr, "sharness-runtime: write log %s: %v\n", logPath, err)
 	}
+}
+
+// writeSpec replaces the bundle's config.json with spec, atomically (a temporary file beside it,
+// synced, then renamed), so that runc never reads half of it.
+func writeSpec(path string, spec *specs.Spec) error {
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".config.json.sharness-*")
+	if err != nil {
+		return fmt.Errorf("rewrite %s: %w", path, err)
+	}
+	defer os.Remove(f.Name()) // after the rename, there is nothing left to remove
+	if _, err = f.Write(data); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("rewrite %s: %w", path, err)
+	}
+	return nil
 }

@@ -33,6 +33,19 @@ const (
 	WorkspaceMount = "/workspace"
 )
 
+// Where every component finds the manifest (read-only), its identity socket's folder, and, for
+// kms, the sealed secrets (read-only). The compose renderer mounts the same destinations.
+const (
+	PolicyMount  = "/etc/sharness/policy"
+	IdentityDir  = "/run/sharness/identity"
+	SecretsMount = "/etc/sharness/secrets"
+	// PolicyRoot, IdentityRoot and SecretsRoot are their sources on a host without an engine's
+	// volumes (topology A).
+	PolicyRoot   = "/etc/sharness-ai/policy"
+	IdentityRoot = "/run/sharness-ai/identity"
+	SecretsRoot  = "/var/lib/sharness-ai/secrets"
+)
+
 // SpecOpt is one decision the compiler makes about a spec.
 type SpecOpt func(*specs.Spec) error
 
@@ -40,7 +53,7 @@ type SpecOpt func(*specs.Spec) error
 func Spec(m *pbp.Manifest, c *pbp.Component, seccomp *specs.LinuxSeccomp) (*specs.Spec, error) {
 	s := &specs.Spec{Version: specs.Version}
 	for _, opt := range []SpecOpt{
-		withRoot, withProcess(m, c), withMounts(c), withNamespaces,
+		withRoot, withProcess(m, c), withMounts(c), withSessionMounts(m, c), withNamespaces,
 		withResources(c), withHardening(c), withSeccomp(seccomp), withAnnotations(m, c),
 	} {
 		if err := opt(s); err != nil {
@@ -132,6 +145,39 @@ func withMounts(c *pbp.Component) SpecOpt {
 				Destination: path.Join(WorkspaceMount, w.Rel), Type: "bind", Source: path.Join(WorkspaceRoot, w.Rel),
 				Options: []string{"bind", "nosuid", "nodev", "noexec", mode},
 			})
+		}
+		return nil
+	}
+}
+
+// withSessionMounts: the manifest, read-only, in every component (internal/session checks its
+// hash); the role's identity folder, read-only, where the manifest has a launcher, which mounts
+// every other role's, writable; kms's sealed secrets, read-only.
+func withSessionMounts(m *pbp.Manifest, c *pbp.Component) SpecOpt {
+	return func(s *specs.Spec) error {
+		ro := []string{"rbind", "nosuid", "nodev", "noexec", "ro"}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: PolicyMount, Type: "bind", Source: PolicyRoot, Options: ro})
+		var launcher *pbp.Component
+		for _, o := range m.Components {
+			if o.Kind == pbp.KindLauncher {
+				launcher = o
+			}
+		}
+		switch {
+		case launcher == nil:
+		case c == launcher:
+			for _, o := range m.Components {
+				if o != c {
+					s.Mounts = append(s.Mounts, specs.Mount{Destination: IdentityDir + "/" + o.Name, Type: "bind",
+						Source: IdentityRoot + "/" + o.Name, Options: []string{"rbind", "nosuid", "nodev", "noexec", "rw"}})
+				}
+			}
+		default:
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: IdentityDir + "/" + c.Name, Type: "bind",
+				Source: IdentityRoot + "/" + c.Name, Options: ro})
+		}
+		if c.Kind == pbp.KindKMS {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: SecretsMount, Type: "bind", Source: SecretsRoot, Options: ro})
 		}
 		return nil
 	}

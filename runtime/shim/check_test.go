@@ -150,6 +150,14 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		}, fields: []string{"linux.namespaces.network"}},
+		// Engine 20.10 runs network_mode: host by joining libnetwork's "default", the host's own.
+		{name: "network host as Docker joins it", want: agent, edit: func(s *specs.Spec) {
+			for i := range s.Linux.Namespaces {
+				if s.Linux.Namespaces[i].Type == specs.NetworkNamespace {
+					s.Linux.Namespaces[i].Path = "/var/run/docker/netns/default"
+				}
+			}
+		}, fields: []string{"linux.namespaces.network"}},
 		{name: "pid host", want: agent, edit: dropNS(specs.PIDNamespace), fields: []string{"linux.namespaces.pid"}},
 		{name: "pid joined", want: agent, edit: func(s *specs.Spec) {
 			s.Linux.Namespaces[0].Path = "/proc/77/ns/pid"

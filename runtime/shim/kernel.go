@@ -11,7 +11,9 @@ import (
 // engineNetns are the folders where Docker's libnetwork keeps the network namespaces it creates
 // for its networks. Joining one of them is how an engine attaches a container to its networks;
 // any other path (/proc/1/ns/net is the host's, /proc/<pid>/ns/net another container's, as
-// `network_mode: container:x` asks) joins a namespace the policy did not make.
+// `network_mode: container:x` asks) joins a namespace the policy did not make. One name in them
+// is the host's own: libnetwork's "default", which `network_mode: host` joins (measured, Engine
+// 20.10).
 var engineNetns = []string{"/var/run/docker/netns/", "/run/docker/netns/"}
 
 // checkNamespaces refuses a namespace of want's that got lacks (the host's is shared), a namespace
@@ -43,9 +45,13 @@ func joinAllowed(n specs.LinuxNamespace) bool {
 	}
 	p := path.Clean(n.Path)
 	return slices.ContainsFunc(engineNetns, func(dir string) bool {
-		return strings.HasPrefix(p, dir) && !strings.Contains(p[len(dir):], "/")
+		name := strings.TrimPrefix(p, dir)
+		return strings.HasPrefix(p, dir) && name != "" && name != hostNetns && !strings.Contains(name, "/")
 	})
 }
+
+// hostNetns is libnetwork's name for the host's network namespace in engineNetns.
+const hostNetns = "default"
 
 func presence(b bool) string {
 	if b {

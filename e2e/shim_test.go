@@ -1,0 +1,194 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/runtime/shim"
+)
+
+// bundleDirs are where Docker's containerd keeps each running container's OCI bundle: Engine
+// 20.10's own containerd, then a system containerd.
+var bundleDirs = []string{
+	"/run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby",
+	"/run/containerd/io.containerd.runtime.v2.task/moby",
+}
+
+// TestShimAcceptsTheStack runs the default stack on the engine's own runtime and reads the OCI
+// bundle the engine wrote for each container: each one the compose file made must carry the
+// SHarness marker, and sharness-runtime's check must allow it against the compiled config.json
+// of its component (after adding the masked paths the engine leaves out, as the shim does). A
+// compiled spec that does not describe what the compose file asks of the engine would make the
+// shim refuse the stack; this test is where that shows. (The offline world's overlay is left
+// out: it mounts the model's throwaway CA into llm, a widening the shim refuses.)
+func TestShimAcceptsTheStack(t *testing.T) {
+	root := repoRoot(t)
+	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
+	s.files = s.files[:1] // docker-compose.yml alone
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	services := []string{"launcher", "net", "llm", "kms", "bash", "fs"}
+	if out, err := s.compose(ctx, append([]string{"up", "--pull", "never", "--detach", "--wait"}, services...)...); err != nil {
+		t.Fatalf("docker compose up: %v\n%s", err, out)
+	}
+	if out, err := s.compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle"); err != nil {
+		t.Fatalf("docker compose run agent: %v\n%s", err, out)
+	}
+	out, err := s.compose(ctx, "ps", "--all", "--quiet")
+	if err != nil {
+		t.Fatalf("docker compose ps: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, id := range strings.Fields(string(out)) {
+		got := bundleSpec(t, id)
+		component, policy, marked := shim.Identify(got)
+		if !marked || component == "" || policy != policyHash(t, root) {
+			t.Errorf("container %.12s: marker component %q policy %q (marked %v): the shim would not know its policy", id, component, policy, marked)
+			continue
+		}
+		seen[component] = true
+		data, err := os.ReadFile(filepath.Join(root, "compiled", component, "config.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := shim.LoadSpec(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shim.Narrow(want, got)
+		for _, r := range shim.Check(want, got) {
+			t.Errorf("%s: the shim would refuse %s: want %s, got %s", component, r.Field, r.Want, r.Got)
+		}
+	}
+	for _, c := range append(services, "agent") {
+		if !seen[c] {
+			t.Errorf("no running container of %s was checked", c)
+		}
+	}
+}
+
+// bundleSpec reads the config.json the engine wrote for a running container.
+func bundleSpec(t *testing.T, id string) *specs.Spec {
+	t.Helper()
+	for _, dir := range bundleDirs {
+		data, err := os.ReadFile(filepath.Join(dir, id, "config.json"))
+		if err != nil {
+			continue
+		}
+		s, err := shim.LoadSpec(data)
+		if err != nil {
+			t.Fatalf("container %.12s: %v", id, err)
+		}
+		return s
+	}
+	t.Fatalf("container %.12s: no bundle under %v", id, bundleDirs)
+	return nil
+}
+
+// TestShimRefusesWidenings runs the demo agent under sharness-runtime (registered by
+// hack/engine.sh, its policies installed by `sharness-ai install`, both done by hack/e2e.sh):
+// as compiled it starts; each widening of its compose service, one at a time, is refused before
+// the container starts, with the shim's reason in `docker compose` output; and an exec with more
+// privileges into the running agent is refused the same way.
+func TestShimRefusesWidenings(t *testing.T) {
+	requireShim(t)
+	root := repoRoot(t)
+	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
+	s.files = s.files[:1]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	runWith := func(t *testing.T, override string, args ...string) ([]byte, error) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "override.yml")
+		if err := os.WriteFile(f, []byte("services:\n  agent:\n    runtime: sharness\n"+override), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files := s.files
+		s.files = append(append([]string{}, files...), f)
+		defer func() { s.files = files }()
+		return s.run(ctx, "", append([]string{"agent"}, args...)...)
+	}
+	t.Run("as-compiled-starts", func(t *testing.T) {
+		// Its confinement report: the first lines prove it started; without llm, bash and fs
+		// here, its later checks fail, which does not matter to this test.
+		out, _ := runWith(t, "")
+		if strings.Contains(string(out), "sharness-runtime") || !strings.Contains(string(out), `"check":"uid"`) {
+			t.Fatalf("the agent as compiled did not start under the shim:\n%s", out)
+		}
+	})
+	for _, w := range []struct{ name, override, field string }{
+		{"privileged", "    privileged: true\n", "process.capabilities"},
+		{"cap_add", "    cap_add: [NET_ADMIN]\n", "process.capabilities"},
+		{"network_mode-host", "    network_mode: host\n    networks: !reset {}\n", "linux.namespaces.network"},
+		{"pid-host", "    pid: host\n", "linux.namespaces.pid"},
+		{"docker-socket", "    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n", "mounts[/var/run/docker.sock]"},
+		{"read_only-false", "    read_only: false\n", "root.readonly"},
+		{"seccomp-unconfined", "    security_opt: !override [no-new-privileges:true, seccomp=unconfined]\n", "linux.seccomp"},
+		{"user-root", "    user: \"0:0\"\n", "process.user.uid"},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			out, err := runWith(t, w.override)
+			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") || !strings.Contains(string(out), w.field) {
+				t.Errorf("widening %s: want a refusal naming %s, got (%v):\n%s", w.name, w.field, err, out)
+			}
+			if strings.Contains(string(out), `"check":"uid"`) {
+				t.Errorf("widening %s: the agent ran", w.name)
+			}
+		})
+	}
+	t.Run("exec-with-privileges", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "override.yml")
+		if err := os.WriteFile(f, []byte("services:\n  agent:\n    runtime: sharness\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files := s.files
+		s.files = append(append([]string{}, files...), f)
+		out, err := s.compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle")
+		s.files = files
+		if err != nil {
+			t.Fatalf("docker compose run -d agent under the shim: %v\n%s", err, out)
+		}
+		fields := strings.Fields(string(out))
+		if len(fields) == 0 {
+			t.Fatalf("docker compose run -d printed no container:\n%s", out)
+		}
+		name := fields[len(fields)-1]
+		dockerExec := func(flags ...string) ([]byte, error) {
+			args := append(append([]string{"exec"}, flags...), name, "/bin/busybox", "true")
+			return exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+		}
+		if out, err := dockerExec(); err != nil {
+			t.Fatalf("a plain exec into the agent was refused: %v\n%s", err, out)
+		}
+		for _, extra := range [][]string{{"--privileged"}, {"--user", "0"}} {
+			out, err := dockerExec(extra...)
+			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") {
+				t.Errorf("docker exec %v: want the shim's refusal, got (%v):\n%s", extra, err, out)
+			}
+		}
+	})
+}
+
+// requireShim fails the test, saying what to do, unless the engine has the sharness runtime and
+// the default policy is installed where the shim reads it.
+func requireShim(t *testing.T) {
+	t.Helper()
+	requireEngine(t)
+	out, err := exec.Command("docker", "info", "--format", "{{json .Runtimes}}").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"sharness"`) {
+		t.Fatalf("the engine has no runtime \"sharness\" (%v: %s): start it with hack/engine.sh (stop it first if it runs without), after hack/runtime.sh install", err, out)
+	}
+	hash := strings.TrimPrefix(policyHash(t, repoRoot(t)), "sha256:")
+	if _, err := os.Stat(filepath.Join(shim.DefaultRoot, hash, "agent", "config.json")); err != nil {
+		t.Fatalf("the default policy is not installed for the shim (%v): run sharness-ai install", err)
+	}
+}
