@@ -98,7 +98,7 @@ func bundleSpec(t *testing.T, id string) *specs.Spec {
 // hack/engine.sh, its policies installed by `sharness-ai install`, both done by hack/e2e.sh):
 // as compiled it starts; each widening of its compose service, one at a time, is refused before
 // the container starts, with the shim's reason in `docker compose` output; and an exec with more
-// privileges into the running agent is refused the same way.
+// privileges, or an update above its limits, of the running agent is refused the same way.
 func TestShimRefusesWidenings(t *testing.T) {
 	requireShim(t)
 	root := repoRoot(t)
@@ -145,7 +145,7 @@ func TestShimRefusesWidenings(t *testing.T) {
 			}
 		})
 	}
-	t.Run("exec-with-privileges", func(t *testing.T) {
+	t.Run("exec-and-update", func(t *testing.T) {
 		f := filepath.Join(t.TempDir(), "override.yml")
 		if err := os.WriteFile(f, []byte("services:\n  agent:\n    runtime: sharness\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -173,6 +173,13 @@ func TestShimRefusesWidenings(t *testing.T) {
 			out, err := dockerExec(extra...)
 			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") {
 				t.Errorf("docker exec %v: want the shim's refusal, got (%v):\n%s", extra, err, out)
+			}
+		}
+		// update is policed too: a pids limit above the policy's, or none, is refused.
+		for _, flags := range [][]string{{"--pids-limit", "100000"}, {"--pids-limit", "-1"}} {
+			out, err := exec.CommandContext(ctx, "docker", append(append([]string{"update"}, flags...), name)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") {
+				t.Errorf("docker update %v: want the shim's refusal, got (%v):\n%s", flags, err, out)
 			}
 		}
 	})
