@@ -2,7 +2,6 @@ package compose
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -97,7 +96,7 @@ func identityText(m *pbp.Manifest, c *pbp.Component) string {
 	switch {
 	case c.Kind == pbp.KindLauncher:
 		return "issues every other role's SVID, on a socket in each identity volume"
-	case !slices.ContainsFunc(m.Components, func(o *pbp.Component) bool { return o.Kind == pbp.KindLauncher }):
+	case m.Launcher() == nil:
 		return "none: the manifest has no launcher"
 	}
 	return "socket in volume identity-" + c.Name + " at " + IdentityDir + "/" + c.Name

@@ -96,12 +96,7 @@ func Render(m *pbp.Manifest, opt Options) ([]byte, error) {
 		Networks: types.Networks{},
 		Volumes:  types.Volumes{},
 	}
-	var launcher *pbp.Component
-	for _, c := range m.Components {
-		if c.Kind == pbp.KindLauncher {
-			launcher = c
-		}
-	}
+	launcher := m.Launcher()
 	for i, e := range m.Edges {
 		subnet, err := m.EdgeSubnet(i)
 		if err != nil {

@@ -140,13 +140,7 @@ func policyOf(m *pbp.Manifest, c *pbp.Component) (policy, error) {
 		return policy{}, fmt.Errorf("refusing to start: component %s needs files.workspace rw (build writes it), the policy says %q", c.Name, c.Workspace)
 	}
 	p := policy{profiles: *c.Business.Bash.Profiles}
-	var nets []string
-	for _, e := range m.Edges {
-		if to := m.Component(e.To); e.From == c.Name && to != nil && to.Kind == pbp.KindNet {
-			nets = append(nets, to.Name)
-		}
-	}
-	switch len(nets) {
+	switch nets := m.Peers(c.Name, pbp.KindNet); len(nets) {
 	case 0: // build is refused per call, with the reason
 	case 1:
 		p.proxy = net.JoinHostPort(nets[0], proxyPort)

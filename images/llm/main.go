@@ -121,12 +121,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 
 // peerOfKind names the one component of kind k that self has an edge to.
 func peerOfKind(m *pbp.Manifest, self string, k pbp.Kind) (string, error) {
-	var found []string
-	for _, e := range m.Edges {
-		if p := m.Component(e.To); e.From == self && p != nil && p.Kind == k {
-			found = append(found, p.Name)
-		}
-	}
+	found := m.Peers(self, k)
 	if len(found) != 1 {
 		return "", fmt.Errorf("refusing to start: %s needs exactly one edge to a %s component, the policy has %d", self, k, len(found))
 	}

@@ -157,13 +157,7 @@ func withSessionMounts(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 	return func(s *specs.Spec) error {
 		ro := []string{"rbind", "nosuid", "nodev", "noexec", "ro"}
 		s.Mounts = append(s.Mounts, specs.Mount{Destination: PolicyMount, Type: "bind", Source: PolicyRoot, Options: ro})
-		var launcher *pbp.Component
-		for _, o := range m.Components {
-			if o.Kind == pbp.KindLauncher {
-				launcher = o
-			}
-		}
-		switch {
+		switch launcher := m.Launcher(); {
 		case launcher == nil:
 		case c == launcher:
 			for _, o := range m.Components {

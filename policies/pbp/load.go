@@ -31,6 +31,27 @@ func (m *Manifest) Component(name string) *Component {
 	return nil
 }
 
+// Launcher returns the manifest's component of kind launcher, or nil when it has none.
+func (m *Manifest) Launcher() *Component {
+	for _, c := range m.Components {
+		if c.Kind == KindLauncher {
+			return c
+		}
+	}
+	return nil
+}
+
+// Peers names the components of kind k that from has an edge to, in edge order.
+func (m *Manifest) Peers(from string, k Kind) []string {
+	var out []string
+	for _, e := range m.Edges {
+		if to := m.Component(e.To); e.From == from && to != nil && to.Kind == k {
+			out = append(out, to.Name)
+		}
+	}
+	return out
+}
+
 var (
 	namePattern  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 	layerPattern = regexp.MustCompile(`^(L[0-5])-[a-z0-9][a-z0-9-]{0,40}$`)

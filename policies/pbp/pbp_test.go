@@ -957,3 +957,28 @@ func TestWorkspaceMounts(t *testing.T) {
 		})
 	}
 }
+
+func TestLauncherAndPeers(t *testing.T) {
+	m, err := Load(os.DirFS("../default"), "manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := m.Launcher(); l == nil || l.Name != "launcher" {
+		t.Errorf("Launcher() = %v, want the launcher", l)
+	}
+	for _, tc := range []struct {
+		from string
+		kind Kind
+		want []string
+	}{
+		{"llm", KindNet, []string{"net"}}, {"llm", KindKMS, []string{"kms"}}, {"bash", KindNet, []string{"net"}},
+		{"agent", KindKMS, nil}, {"fs", KindNet, nil}, {"nobody", KindNet, nil},
+	} {
+		if got := m.Peers(tc.from, tc.kind); !cmp.Equal(got, tc.want) {
+			t.Errorf("Peers(%s, %s) = %v, want %v", tc.from, tc.kind, got, tc.want)
+		}
+	}
+	if (&Manifest{}).Launcher() != nil {
+		t.Error("a manifest without a launcher has one")
+	}
+}
