@@ -106,16 +106,19 @@ func TestShimRefusesWidenings(t *testing.T) {
 	s.files = s.files[:1]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	runWith := func(t *testing.T, override string, args ...string) ([]byte, error) {
+	// underShim is the stack with one more compose file: the agent under the shim, and override.
+	underShim := func(t *testing.T, override string) *stack {
 		t.Helper()
 		f := filepath.Join(t.TempDir(), "override.yml")
 		if err := os.WriteFile(f, []byte("services:\n  agent:\n    runtime: sharness\n"+override), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		files := s.files
-		s.files = append(append([]string{}, files...), f)
-		defer func() { s.files = files }()
-		return s.run(ctx, "", append([]string{"agent"}, args...)...)
+		o := *s
+		o.files = append(append([]string{}, s.files...), f)
+		return &o
+	}
+	runWith := func(t *testing.T, override string) ([]byte, error) {
+		return underShim(t, override).run(ctx, "", "agent")
 	}
 	t.Run("as-compiled-starts", func(t *testing.T) {
 		// Its confinement report: the first lines prove it started; without llm, bash and fs
@@ -146,14 +149,7 @@ func TestShimRefusesWidenings(t *testing.T) {
 		})
 	}
 	t.Run("exec-and-update", func(t *testing.T) {
-		f := filepath.Join(t.TempDir(), "override.yml")
-		if err := os.WriteFile(f, []byte("services:\n  agent:\n    runtime: sharness\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files := s.files
-		s.files = append(append([]string{}, files...), f)
-		out, err := s.compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle")
-		s.files = files
+		out, err := underShim(t, "").compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle")
 		if err != nil {
 			t.Fatalf("docker compose run -d agent under the shim: %v\n%s", err, out)
 		}

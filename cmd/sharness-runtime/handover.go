@@ -16,6 +16,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/sharness-ai/sharness/internal/artefact"
 )
 
 const (
@@ -203,31 +205,14 @@ func report(r *refusal, logPath, format string, now time.Time, stderr io.Writer)
 	}
 }
 
-// writeSpec replaces the bundle's config.json with spec, atomically (a temporary file beside it,
-// synced, then renamed), so that runc never reads half of it.
+// writeSpec replaces the bundle's config.json with spec, atomically (internal/artefact: a
+// temporary file beside it, synced, then renamed), so that runc never reads half of it.
 func writeSpec(path string, spec *specs.Spec) error {
 	data, err := json.Marshal(spec)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".config.json.sharness-*")
-	if err != nil {
-		return fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	defer os.Remove(f.Name()) // after the rename, there is nothing left to remove
-	if _, err = f.Write(data); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
+	if err := artefact.Write(filepath.Dir(path), map[string][]byte{filepath.Base(path): data}); err != nil {
 		return fmt.Errorf("rewrite %s: %w", path, err)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -63,7 +64,7 @@ func fsWriteCheck(ctx context.Context, base string) result {
 	const check, want, path = "fs-write", "written by fs, read back", ".claude/commands/sharness-demo.md"
 	content := "Written through fs by the demo agent at " + time.Now().UTC().Format(time.RFC3339Nano) + "\n"
 	body, _ := json.Marshal(map[string]string{"path": path, "content": content})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/v1/write", strings.NewReader(string(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(base, "/")+"/v1/write", bytes.NewReader(body))
 	if err != nil {
 		return judge(check, want, "no request", false, err.Error())
 	}

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharness-ai/sharness/internal/artefact"
 	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/runtime/shim"
 )
@@ -87,7 +87,15 @@ func installPolicy(root, hash string, files map[string][]byte) (dir string, alre
 		return "", false, fmt.Errorf("install policy: %w", err)
 	}
 	defer os.RemoveAll(tmp) // gone after the rename; what a failure leaves otherwise
-	if err := writeTree(tmp, files); err != nil {
+	for p := range files {
+		if !filepath.IsLocal(filepath.FromSlash(p)) {
+			return "", false, fmt.Errorf("install policy: artefact %q leaves the policy folder", p)
+		}
+	}
+	if err := artefact.Write(tmp, files); err != nil {
+		return "", false, fmt.Errorf("install policy: %w", err)
+	}
+	if err := ownTree(tmp); err != nil {
 		return "", false, fmt.Errorf("install policy: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
@@ -103,63 +111,30 @@ func installPolicy(root, hash string, files map[string][]byte) (dir string, alre
 	return dir, false, nil
 }
 
-// writeTree writes files under dir (which exists): folders 0755, files 0644, fsynced, and owned
-// by root when run as root, whatever the umask and the parent's set-group-ID bit say.
-func writeTree(dir string, files map[string][]byte) error {
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths)
-	dirs := []string{dir}
-	for _, p := range paths {
-		name := filepath.Join(dir, filepath.FromSlash(p))
-		if !strings.HasPrefix(name, dir+string(filepath.Separator)) {
-			return fmt.Errorf("artefact %q leaves the policy folder", p)
-		}
-		parent := filepath.Dir(name)
-		if err := os.MkdirAll(parent, 0o755); err != nil {
-			return err
-		}
-		if !slices.Contains(dirs, parent) {
-			dirs = append(dirs, parent)
-		}
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+// ownTree gives every folder (0755) and file (0644) under dir to root when run as root, whatever
+// the umask and the parent's set-group-ID bit say, and syncs the folders.
+func ownTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		_, err = f.Write(files[p])
-		if err == nil {
-			err = f.Sync()
+		mode := os.FileMode(0o644)
+		if d.IsDir() {
+			mode = 0o755
 		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		if os.Geteuid() == 0 {
+			if err := os.Lchown(p, 0, 0); err != nil {
+				return err
+			}
 		}
-		if err == nil {
-			err = own(name, 0o644)
-		}
-		if err != nil {
+		if err := os.Chmod(p, mode); err != nil {
 			return err
 		}
-	}
-	for _, d := range slices.Backward(dirs) {
-		if err := own(d, 0o755); err != nil {
-			return err
+		if d.IsDir() {
+			return syncDir(p)
 		}
-		if err := syncDir(d); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func own(name string, mode os.FileMode) error {
-	if os.Geteuid() == 0 {
-		if err := os.Lchown(name, 0, 0); err != nil {
-			return err
-		}
-	}
-	return os.Chmod(name, mode)
+		return nil
+	})
 }
 
 func syncDir(dir string) error {
@@ -174,40 +149,12 @@ func syncDir(dir string) error {
 	return err
 }
 
-// sameTree reports whether dir holds exactly files (regular files, same bytes). The error wraps
-// fs.ErrNotExist when dir does not exist.
+// sameTree reports whether dir holds exactly files (artefact.Check finds no drift). The error
+// wraps fs.ErrNotExist when dir does not exist.
 func sameTree(dir string, files map[string][]byte) (bool, error) {
 	if _, err := os.Lstat(dir); err != nil {
 		return false, err
 	}
-	seen := 0
-	same := true
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		want, ok := files[filepath.ToSlash(rel)]
-		if !ok || !d.Type().IsRegular() {
-			same = false
-			return nil
-		}
-		got, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		seen++
-		same = same && bytes.Equal(got, want)
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	return same && seen == len(files), nil
+	drift, err := artefact.Check(dir, files, ".")
+	return err == nil && len(drift) == 0, err
 }
