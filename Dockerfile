@@ -33,6 +33,8 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness launcher: policy hash check, session identities, SPIFFE Workload API" \
       ai.sharness.component="launcher"
 COPY bin/sharness-launcher /sharness-launcher
+# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+COPY --chown=65530:65530 bin/empty/ /var/log/sharness/
 USER 65530:65530
 ENTRYPOINT ["/sharness-launcher"]
 
@@ -46,6 +48,8 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness net: the stack's only egress, an allowlisting forward proxy" \
       ai.sharness.component="net"
 COPY bin/sharness-net /sharness-net
+# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+COPY --chown=65531:65531 bin/empty/ /var/log/sharness/
 USER 65531:65531
 ENTRYPOINT ["/sharness-net"]
 
@@ -62,6 +66,8 @@ LABEL org.opencontainers.image.source=$SOURCE \
       ai.sharness.component="bash"
 COPY bin/bash-rootfs/ /
 ENV HOME=/tmp
+# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+COPY --chown=65532:65532 bin/empty/ /var/log/sharness/
 USER 65532:65532
 ENTRYPOINT ["/sharness-bash"]
 
@@ -75,13 +81,15 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness fs: the only writer of the workspace's protected paths" \
       ai.sharness.component="fs"
 COPY bin/sharness-fs /sharness-fs
+# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+COPY --chown=65532:65532 bin/empty/ /var/log/sharness/
+COPY --chown=65532:65532 bin/empty/ /var/lib/sharness/gate/
 USER 65532:65532
 ENTRYPOINT ["/sharness-fs"]
 
 # world: the offline "outside world" of the demo and the e2e suite (DNS, HTTPS with a throwaway
 # CA, a git repository, a redirector, echo). Test infrastructure, not a component: it never
-# runs in a real stack. /world-ca is where it writes its CA certificate, owned by its uid so
-# that a fresh volume mounted there inherits the ownership.
+# runs in a real stack. Its TLS leaf comes by environment (hack/worldca).
 FROM scratch AS world
 ARG VERSION=dev
 ARG SOURCE=https://github.com/sharness-ai/sharness
@@ -91,7 +99,6 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness test world: offline DNS, HTTPS, git and echo servers for the demo and e2e suite" \
       ai.sharness.test-fixture="world"
 COPY bin/world-rootfs/ /
-COPY --chown=65520:65520 bin/world-ca/ /world-ca/
 USER 65520:65520
 ENTRYPOINT ["/sharness-world"]
 
@@ -106,6 +113,8 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness llm: Messages API proxy with a secret filter; the real key comes sealed from kms" \
       ai.sharness.component="llm"
 COPY bin/llm-rootfs/ /
+# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+COPY --chown=65533:65533 bin/empty/ /var/log/sharness/
 USER 65533:65533
 ENTRYPOINT ["/sharness-llm"]
 
@@ -120,6 +129,8 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness kms: opens sealed secrets, re-seals them to one-time keys" \
       ai.sharness.component="kms"
 COPY bin/sharness-kms /sharness-kms
+# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+COPY --chown=65529:65529 bin/empty/ /var/log/sharness/
 USER 65529:65529
 ENTRYPOINT ["/sharness-kms"]
 
@@ -134,6 +145,5 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness offline model: a scripted Messages API that records what it receives" \
       ai.sharness.test-fixture="model"
 COPY bin/sharness-model /sharness-model
-COPY --chown=65519:65519 bin/model-ca/ /model-ca/
 USER 65519:65519
 ENTRYPOINT ["/sharness-model"]

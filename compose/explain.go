@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/policies/landlock"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -60,6 +61,8 @@ func explainRows(m *pbp.Manifest, c *pbp.Component, denied []string) []Row {
 		{"process.no_new_privs", "true", "process.noNewPrivileges", "security_opt: no-new-privileges:true"},
 		{"process.max_pids", strconv.FormatInt(c.MaxPIDs, 10), "linux.resources.pids.limit", "pids_limit"},
 		{"process.max_memory", strconv.FormatInt(c.MaxMemory, 10) + " bytes", "linux.resources.memory.limit (+swap)", "mem_limit, memswap_limit"},
+		{"process.landlock", c.Landlock, "annotations " + landlock.Annotation + " (sharness-runtime applies it)", "runtime: sharness"},
+		{"process.exec", fmt.Sprintf("%d paths", len(c.Exec)), "annotations " + landlock.Annotation + " exec", "runtime: sharness"},
 		{"(always)", "read-only root", "root.readonly", "read_only: true"},
 		{"(always)", "no core files", "process.rlimits RLIMIT_CORE=0", "ulimits.core: 0"},
 		{"(always)", "ping sockets closed", "linux.sysctl net.ipv4.ping_group_range", "sysctls"},

@@ -54,11 +54,11 @@ const (
 
 // The ports components listen on inside the stack (DESIGN.md §3).
 const (
-	ProxyPort = 3128 // net's plain proxy, on its callers' edges
-	LLMPort   = 8080 // llm's Messages API, on the agent's edge
-	KMSPort   = 8443 // kms, mutual TLS only
-	BashPort  = 8090 // bash's MCP server, on the agent's edge
-	FSPort    = 8091 // fs's API and MCP server, on the agent's edge
+	ProxyPort = compile.ProxyPort
+	LLMPort   = compile.LLMPort
+	KMSPort   = compile.KMSPort
+	BashPort  = compile.BashPort
+	FSPort    = compile.FSPort
 )
 
 // The person's workspace folder: ./workspace unless SHARNESS_AI_WORKSPACE names another. It and
@@ -133,6 +133,12 @@ func Render(m *pbp.Manifest, opt Options) ([]byte, error) {
 		}
 		for _, v := range c.Volumes {
 			p.Volumes[v.Name] = types.VolumeConfig{Labels: types.Labels{LabelPolicy: m.Hash}}
+		}
+		// On disk, kept by `docker compose down` without -v: the record outlives the stack.
+		for _, name := range []string{compile.AuditVolume(c), compile.GateVolume(c)} {
+			if name != "" {
+				p.Volumes[name] = types.VolumeConfig{Labels: types.Labels{LabelPolicy: m.Hash, LabelComponent: c.Name}}
+			}
 		}
 	}
 	out, err := p.MarshalYAML()
@@ -275,6 +281,16 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	}
 	for _, v := range c.Volumes {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: v.Name, Target: v.Target, ReadOnly: v.ReadOnly})
+	}
+	// The image holds both folders, owned by the component's user: a new volume takes them over.
+	if name := compile.AuditVolume(c); name != "" {
+		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: name, Target: compile.AuditDir})
+	}
+	if name := compile.GateVolume(c); name != "" {
+		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: name, Target: compile.GateDir})
+		// The operator's public key: approvals it did not sign are refused; without it, nothing
+		// that needs approval is done (sharness-ai operator init prints it).
+		s.Environment["SHARNESS_AI_OPERATOR_PUBKEY"] = ptr("${SHARNESS_AI_OPERATOR_PUBKEY:-}")
 	}
 	sort.SliceStable(s.Volumes, func(i, j int) bool { return s.Volumes[i].Target < s.Volumes[j].Target })
 	nets := map[string]*types.ServiceNetworkConfig{}

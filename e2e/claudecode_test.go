@@ -235,13 +235,16 @@ func TestClaudeCodeOverlay(t *testing.T) {
 	}
 }
 
-// agentRun is `docker run` with the agent's settings from the generated compose file and the
-// overlay (user, read-only root, capabilities, security options with the seccomp profile,
-// limits, tmpfs, init, working folder, entrypoint, environment), on the network given.
+// agentRun is `docker run` under plain runc with the agent's settings from the generated compose
+// file and the overlay (user, read-only root, capabilities, security options with the seccomp
+// profile, limits, tmpfs, init, working folder, entrypoint, environment), on the network given.
 func agentRun(t *testing.T, root, network string, env map[string]string, extra ...string) []string {
 	t.Helper()
 	svc := object(object(composeConfig(t, root, "docker-compose.yml", claudeOverlay), "services"), "agent")
-	args := []string{"run", "--rm", "--network", network, "--user", fmt.Sprint(svc["user"]),
+	// runc by name: these runs take the agent out of its stack (host or no network, stand-in
+	// servers, a workspace bind), which the runtime shim rightly refuses as wider than the agent's
+	// policy; TestClaudeCodeStack runs Claude Code in the stack, under the shim.
+	args := []string{"run", "--rm", "--runtime", "runc", "--network", network, "--user", fmt.Sprint(svc["user"]),
 		"--pids-limit", fmt.Sprint(svc["pids_limit"]), "--memory", fmt.Sprint(svc["mem_limit"]),
 		"--memory-swap", fmt.Sprint(svc["memswap_limit"]), "--workdir", fmt.Sprint(svc["working_dir"])}
 	if svc["read_only"] == true {

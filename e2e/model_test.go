@@ -8,9 +8,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -114,7 +116,9 @@ func TestModelPath(t *testing.T) {
 				if seat.edge {
 					edge = "1"
 				}
-				out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--network", project+"_edge-llm-kms",
+				// runc by name: a probe in another role's seat is outside every compiled policy,
+				// which the runtime shim would rightly refuse.
+				out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--runtime", "runc", "--network", project+"_edge-llm-kms",
 					"-v", project+"_identity-"+seat.role+":/run/sharness/identity/"+seat.role+":ro", "--user", seat.user,
 					"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges:true",
 					"-e", "SPIFFE_ENDPOINT_SOCKET=unix:///run/sharness/identity/"+seat.role+"/agent.sock",
@@ -271,6 +275,23 @@ func keyNowhere(t *testing.T, s *stack, ctx context.Context, k apiKey) {
 		t.Fatalf("the file scan read only %d bytes: it did not see the agent's files", len(files))
 	}
 	look("files", files)
-	look("processes' environments and command lines",
-		docker("exec", name, "/bin/busybox", "sh", "-c", "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline"))
+	// From the host: under its Landlock domain, an exec'd process may not read the environment
+	// of the agent's processes (another domain), which is the point; the host sees them all.
+	var procs []byte
+	for _, pid := range strings.Fields(string(docker("top", name, "-eo", "pid"))) {
+		if pid == "PID" {
+			continue
+		}
+		for _, f := range []string{"environ", "cmdline"} {
+			b, err := os.ReadFile("/proc/" + pid + "/" + f)
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("read the agent's process %s: %v", pid, err)
+			}
+			procs = append(procs, b...)
+		}
+	}
+	if !bytes.Contains(procs, []byte("ANTHROPIC_BASE_URL=")) {
+		t.Fatalf("the process scan did not see the agent's environment (%d bytes)", len(procs))
+	}
+	look("processes' environments and command lines", procs)
 }

@@ -23,20 +23,19 @@ var bundleDirs = []string{
 	"/run/containerd/io.containerd.runtime.v2.task/moby",
 }
 
-// TestShimAcceptsTheStack runs the default stack on the engine's own runtime and reads the OCI
-// bundle the engine wrote for each container: each one the compose file made must carry the
-// SHarness marker, and sharness-runtime's check must allow it against the compiled config.json
-// of its component (after adding the masked paths the engine leaves out, as the shim does). A
-// compiled spec that does not describe what the compose file asks of the engine would make the
-// shim refuse the stack; this test is where that shows. (The offline world's overlay is left
-// out: it mounts the model's throwaway CA into llm, a widening the shim refuses.)
-func TestShimAcceptsTheStack(t *testing.T) {
+// TestShimRunsTheStack runs the default stack with the offline world, as hack/up.sh does: every
+// service of docker-compose.yml asks for runtime sharness. For each SHarness container the test
+// reads the OCI bundle the engine handed the shim and the shim rewrote: the engine's runtime is
+// sharness; the process is wrapped in the Landlock helper (bash, per_command, is not); and with
+// the helper taken off, the shim's own check passes against the compiled config.json of its
+// component. The world and the model (no marker) pass through to runc unchanged.
+func TestShimRunsTheStack(t *testing.T) {
+	requireShim(t)
 	root := repoRoot(t)
 	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
-	s.files = s.files[:1] // docker-compose.yml alone
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	services := []string{"launcher", "net", "llm", "kms", "bash", "fs"}
+	services := []string{"launcher", "net", "llm", "kms", "bash", "fs", "world", "model"}
 	if out, err := s.compose(ctx, append([]string{"up", "--pull", "never", "--detach", "--wait"}, services...)...); err != nil {
 		t.Fatalf("docker compose up: %v\n%s", err, out)
 	}
@@ -50,12 +49,29 @@ func TestShimAcceptsTheStack(t *testing.T) {
 	seen := map[string]bool{}
 	for _, id := range strings.Fields(string(out)) {
 		got := bundleSpec(t, id)
+		rt, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.HostConfig.Runtime}}", id).Output()
+		if err != nil {
+			t.Fatalf("docker inspect %.12s: %v", id, err)
+		}
 		component, policy, marked := shim.Identify(got)
-		if !marked || component == "" || policy != policyHash(t, root) {
-			t.Errorf("container %.12s: marker component %q policy %q (marked %v): the shim would not know its policy", id, component, policy, marked)
+		if !marked {
+			seen["unmarked"] = true
+			if shim.Unwrap(got) {
+				t.Errorf("container %.12s (no marker) was wrapped in the Landlock helper", id)
+			}
+			continue
+		}
+		if component == "" || policy != policyHash(t, root) {
+			t.Errorf("container %.12s: marker component %q policy %q: the shim would not know its policy", id, component, policy)
 			continue
 		}
 		seen[component] = true
+		if strings.TrimSpace(string(rt)) != "sharness" {
+			t.Errorf("%s runs under runtime %q, want sharness", component, strings.TrimSpace(string(rt)))
+		}
+		if wrapped := shim.Unwrap(got); wrapped == (component == "bash") {
+			t.Errorf("%s: wrapped in the Landlock helper = %v, want %v", component, wrapped, component != "bash")
+		}
 		data, err := os.ReadFile(filepath.Join(root, "compiled", component, "config.json"))
 		if err != nil {
 			t.Fatal(err)
@@ -64,15 +80,42 @@ func TestShimAcceptsTheStack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		shim.Narrow(want, got)
 		for _, r := range shim.Check(want, got) {
 			t.Errorf("%s: the shim would refuse %s: want %s, got %s", component, r.Field, r.Want, r.Got)
 		}
 	}
-	for _, c := range append(services, "agent") {
+	for _, c := range append(services[:6], "agent", "unmarked") {
 		if !seen[c] {
 			t.Errorf("no running container of %s was checked", c)
 		}
+	}
+}
+
+// TestShimIsTheDefaultRuntime: the engine hack/engine.sh starts has the shim as its default
+// runtime, so a container that names no runtime is checked too (a widened agent is refused), an
+// unmarked one passes through; and, as the README says, whoever holds the Docker API can still
+// name runc and run the same widened container unchecked.
+func TestShimIsTheDefaultRuntime(t *testing.T) {
+	requireShim(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	def, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.DefaultRuntime}}").Output()
+	if err != nil || strings.TrimSpace(string(def)) != "sharness" {
+		t.Fatalf("default runtime %q (%v), want sharness (hack/engine.sh starts dockerd with --default-runtime sharness)", def, err)
+	}
+	marker := []string{"-e", shim.EnvComponent + "=agent", "-e", shim.EnvPolicy + "=" + policyHash(t, repoRoot(t))}
+	docker := func(args ...string) ([]byte, error) {
+		return exec.CommandContext(ctx, "docker", append([]string{"run", "--rm", "--entrypoint", "/bin/busybox"}, args...)...).CombinedOutput()
+	}
+	out, err := docker(append(append([]string{"--privileged"}, marker...), agentImage, "true")...)
+	if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") {
+		t.Errorf("a privileged agent with no runtime named: want the shim's refusal, got (%v):\n%s", err, out)
+	}
+	if out, err := docker(agentImage, "true"); err != nil {
+		t.Errorf("an unmarked container under the default runtime: %v\n%s", err, out)
+	}
+	if out, err := docker(append(append([]string{"--runtime", "runc", "--privileged"}, marker...), agentImage, "true")...); err != nil {
+		t.Errorf("the same container with --runtime runc: %v (the README says the Docker API can bypass the shim this way)\n%s", err, out)
 	}
 }
 

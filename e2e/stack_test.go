@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/testca"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -39,10 +40,11 @@ func newStackAt(t *testing.T, root string, env ...string) *stack {
 	requireEngine(t)
 	s := &stack{t: t, root: root, files: []string{filepath.Join(root, "docker-compose.yml"), filepath.Join(root, "compose", "world.yml")}}
 	for _, kv := range os.Environ() { // the test decides what the person supplies
-		if !strings.HasPrefix(kv, "SHARNESS_AI_") && !strings.HasPrefix(kv, "SHARNESS_PROBE_") {
+		if !strings.HasPrefix(kv, "SHARNESS_AI_") && !strings.HasPrefix(kv, "SHARNESS_PROBE_") && !strings.HasPrefix(kv, "SHARNESS_WORLD_") {
 			s.env = append(s.env, kv)
 		}
 	}
+	s.env = append(s.env, worldTLS(t)...)
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SHARNESS_AI_WORKSPACE=") }) {
 		s.env = append(s.env, "SHARNESS_AI_WORKSPACE="+newWorkspace(t, root))
 	}
@@ -50,6 +52,17 @@ func newStackAt(t *testing.T, root string, env ...string) *stack {
 	s.down()
 	t.Cleanup(s.down)
 	return s
+}
+
+// worldTLS is what hack/worldca hands the offline world: a throwaway leaf for the test hosts and
+// api.anthropic.com, and its CA.
+func worldTLS(t *testing.T) []string {
+	t.Helper()
+	p, err := testca.IssuePEM("e2e offline world CA", []string{"allowed.sharness.test", "denied.sharness.test", "api.anthropic.com"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"SHARNESS_WORLD_CA_PEM=" + p.CA, "SHARNESS_WORLD_TLS_CERT=" + p.Chain, "SHARNESS_WORLD_TLS_KEY=" + p.Key}
 }
 
 // workspaceUID is the uid the agent, bash and fs run as in the default policy (L2-workspace).
@@ -125,7 +138,7 @@ var requiredDoors = []string{
 	"sni-mismatch", "sni-missing", "disallowed-port", "redirect", "denied-host",
 	"other-components", "docker-socket", "rootfs-write", "proc-sys-write", "sys-write",
 	"other-identity", "ptrace", "mount", "unshare", "setns", "keyctl", "bpf", "io_uring", "userfaultfd",
-	"memfd-exec", "tmp-exec", "fork-bomb", "memory-exhaustion",
+	"memfd-exec", "tmp-exec", "fork-bomb", "memory-exhaustion", "landlock",
 	"allowed-curl", "allowed-git",
 }
 
@@ -178,6 +191,48 @@ func TestWall(t *testing.T) {
 	if !strings.Contains(world, "allowed.sharness.test") {
 		t.Errorf("the world's resolver never saw net resolve allowed.sharness.test: the allowed path did not go through net\n%s", world)
 	}
+	// Under the shim, Landlock refuses a TCP port off the agent's edges before the network is
+	// asked: the direct dials prove the Landlock layer here, and the pass below the network.
+	for _, d := range r.doors {
+		if d.Door == "direct-tcp/world" && d.Got != "EACCES" {
+			t.Errorf("door %s got %q under the shim, want EACCES from Landlock", d.Door, d.Got)
+		}
+	}
+
+	// The same probe with the agent under plain runc: the network alone must hold every TCP door
+	// (no EACCES: nothing but the wall answers), and exactly the Landlock doors must open, which
+	// proves it was Landlock that closed them above.
+	t.Run("without-landlock", func(t *testing.T) {
+		f := filepath.Join(t.TempDir(), "runc.yml")
+		if err := os.WriteFile(f, []byte("services:\n  agent:\n    runtime: runc\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := *s
+		o.files = append(slices.Clone(s.files), f)
+		out, _ := o.run(ctx, "", "agent")
+		r, err := parseReport(out)
+		if err != nil {
+			t.Fatalf("parse the report under runc: %v\n%s", err, out)
+		}
+		// The workspace too: a compose bind cannot say noexec, so Landlock alone keeps a program
+		// the agent wrote there from running.
+		opened := map[string]string{"landlock/exec-unlisted": "executed", "landlock/exec-workspace": "executed",
+			"landlock/connect-unlisted-port": "ECONNREFUSED"}
+		for _, d := range r.doors {
+			want, isLandlock := opened[d.Door]
+			switch {
+			case isLandlock && d.Got != want:
+				t.Errorf("door %s under runc: got %q, want %q (what Landlock alone refuses)", d.Door, d.Got, want)
+			case isLandlock:
+			case !d.OK:
+				t.Errorf("door %s under runc: expected %q, got %q: %s", d.Door, d.Expected, d.Got, d.Reason)
+			case d.Got == "EACCES" && (strings.HasPrefix(d.Door, "direct-tcp") || strings.HasPrefix(d.Door, "host-service")):
+				t.Errorf("door %s under runc got EACCES: only the network may answer here", d.Door)
+			}
+		}
+	})
+
+	t.Run("record", func(t *testing.T) { checkRecord(t, s, ctx) })
 }
 
 func checkAgent(t *testing.T, r report) {

@@ -24,7 +24,7 @@ docker info --format '{{json .Runtimes}}' | grep -q '"sharness"' \
 work=$(mktemp -d)
 trap 'docker compose -p sharness-bench -f docker-compose.yml -f "$work/o.yml" down -v >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 export SHARNESS_AI_POLICY_HASH=$(go run ./cmd/sharness-ai hash)
-go run ./cmd/sharness-ai install >/dev/null
+go run ./cmd/sharness-ai install --replace >/dev/null
 export SHARNESS_AI_WORKSPACE=$work/ws SHARNESS_AI_SECRETS_DIR=$work/secrets
 mkdir -p "$SHARNESS_AI_WORKSPACE" "$SHARNESS_AI_SECRETS_DIR"
 chown 65532:65532 "$SHARNESS_AI_WORKSPACE"

@@ -90,7 +90,9 @@ tar -xzOf "$TARBALL" package/package.json | grep -q "\"version\": \"$CLAUDE_CODE
 rm -rf "$CONTEXT"
 mkdir -p "$ROOTFS/etc/claude-code" "$ROOTFS/etc/ssl/certs" "$ROOTFS/home/claude" "$ROOTFS/workspace" \
 	"$ROOTFS/tmp" "$ROOTFS/usr/local/bin"
-chmod 1777 "$ROOTFS/tmp"
+# Both are tmpfs mounts in the stack (the agent's policy): runc copies the image's folder up into
+# the tmpfs, mode included, so the folder's mode is the mount's. HOME must be writable by 65532.
+chmod 1777 "$ROOTFS/tmp" "$ROOTFS/home/claude"
 (cd "$ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$ROOTFS/usr/local/bin/sharness-claude" ./images/claude-code)
 tar -xzOf "$TARBALL" package/claude >"$ROOTFS/usr/local/bin/claude"
 chmod 0755 "$ROOTFS/usr/local/bin/claude"

@@ -102,6 +102,10 @@ prepare_agent() {
 	# git runs its helpers from its exec path: git-remote-https for https:// URLs, and itself.
 	ln -s git-remote-http "$rootfs/usr/lib/git-core/git-remote-https"
 	ln -s /usr/bin/git "$rootfs/usr/lib/git-core/git"
+	# A second shell the agent's policy does not list (process.exec): the probe shows Landlock
+	# refusing to run it, as it would any interpreter an image carries but the policy leaves out.
+	mkdir -p "$rootfs/opt/unlisted"
+	cp "$BUSYBOX" "$rootfs/opt/unlisted/sh"
 	printf 'root:x:0:0:root:/root:/bin/sh\nsharness:x:65532:65532:sharness:/tmp:/bin/false\n' \
 		>"$rootfs/etc/passwd"
 	printf 'root:x:0:\nsharness:x:65532:\n' >"$rootfs/etc/group"
@@ -184,22 +188,19 @@ prepare_kms() {
 prepare_world() {
 	local rootfs=$BIN/world-rootfs
 	gobuild ./images/world "$BIN/sharness-world"
-	rm -rf "$rootfs" "$BIN/world-ca"
-	mkdir -p "$rootfs/srv" "$BIN/world-ca"
+	rm -rf "$rootfs"
+	mkdir -p "$rootfs/srv"
 	cp "$BIN/sharness-world" "$rootfs/"
 	need_tools git
 	bare_repo "$rootfs/srv/repo.git"
 }
 
-# model: the offline Messages API (test infrastructure, like world). /model-ca is where it writes
-# its CA certificate, owned by its uid so that a fresh volume mounted there inherits it.
+# model: the offline Messages API (test infrastructure, like world).
 prepare_model() {
-	rm -rf "$BIN/model-ca"
-	mkdir -p "$BIN/model-ca"
 	gobuild ./images/model "$BIN/sharness-model"
 }
 
-mkdir -p "$BIN"
+mkdir -p "$BIN" "$BIN/empty" # bin/empty: the audit and gate folders the Dockerfile makes
 for c in "${COMPONENTS[@]}"; do
 	log "preparing $c"
 	"prepare_$c"

@@ -3,16 +3,18 @@
 #
 # Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run TestWall
 #
-# Installs what is missing (hack/engine.sh install), starts the engine if none answers, builds the
-# images, installs the runtime shim (hack/runtime.sh) and the compiled policies it checks
-# (sharness-ai install), runs `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run
-# started it.
+# Installs what is missing (hack/engine.sh install) and the runtime shim (hack/runtime.sh), starts
+# the engine if none answers (with the shim registered and as its default runtime), builds the
+# images, installs the compiled policies the shim checks (sharness-ai install), runs
+# `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run started it.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ENGINE=$ROOT/hack/engine.sh
 
 "$ENGINE" install
+# Before the engine starts: dockerd registers the installed binary (and refuses to start without it).
+"$ROOT/hack/runtime.sh" install >/dev/null
 if docker info >/dev/null 2>&1; then
 	echo "e2e: using the running engine; it stays up" >&2
 else
@@ -21,8 +23,7 @@ else
 	trap '"$ENGINE" stop || true' EXIT
 fi
 "$ROOT/hack/build-images.sh"
-# The runtime shim and the compiled policies it checks against, for the tests that run under it.
-"$ROOT/hack/runtime.sh" install >/dev/null
 cd "$ROOT"
-go run ./cmd/sharness-ai install
+# The compiled policies the shim checks every SHarness container against.
+go run ./cmd/sharness-ai install --replace
 go test -tags e2e -count=1 -v "$@" ./e2e/...

@@ -13,8 +13,15 @@
 #   SHARNESS_COMPOSE_VERSION compose module version to build; default v2.40.3
 #   SHARNESS_RUNTIME_BIN    the sharness-runtime shim dockerd registers as runtime "sharness";
 #                           default /usr/local/bin/sharness-runtime (hack/runtime.sh install puts it
-#                           there). Registered, not the default runtime: a container uses it only
-#                           when it asks for it (`runtime: sharness`).
+#                           there; `start` refuses to start without it). It is also the engine's
+#                           default runtime, so a container that names no runtime goes through it
+#                           too (containers without SHarness's marker pass through to runc).
+#   SHARNESS_RUNTIME_DEFAULT set to 0 to register the shim without making it the default: then only
+#                           containers that ask for it (`runtime: sharness`) use it.
+#
+# Either way, anyone with the Docker API can still ask for `--runtime runc` by name (dockerd
+# always offers runc): the shim is a Boundary against an edited compose file, not against a
+# holder of the Docker socket, who is root on the host anyway.
 set -euo pipefail
 
 STATE_DIR=${SHARNESS_ENGINE_STATE:-/tmp/sharness-engine}
@@ -124,7 +131,13 @@ cmd_start() {
 	rm -f "$OWNED"
 	log "starting dockerd (log $LOG_FILE)"
 	# setsid: the daemon must outlive this script and its caller's process group.
-	as_root setsid dockerd --pidfile "$PID_FILE" --add-runtime "sharness=$RUNTIME_BIN" >>"$LOG_FILE" 2>&1 </dev/null &
+	[ -x "$RUNTIME_BIN" ] || die "$RUNTIME_BIN missing: run 'hack/runtime.sh install' first (dockerd registers it as runtime sharness)"
+	local flags=(--pidfile "$PID_FILE" --add-runtime "sharness=$RUNTIME_BIN")
+	if [ "${SHARNESS_RUNTIME_DEFAULT:-1}" != 0 ]; then
+		flags+=(--default-runtime sharness)
+	fi
+	log "runtimes: sharness=$RUNTIME_BIN$([ "${SHARNESS_RUNTIME_DEFAULT:-1}" != 0 ] && echo ' (default)')"
+	as_root setsid dockerd "${flags[@]}" >>"$LOG_FILE" 2>&1 </dev/null &
 	local launcher=$!
 	if ! wait_up "$launcher"; then
 		# Ours, by $!: do not leave a half-started daemon behind.

@@ -4,23 +4,26 @@
 #
 # Usage: hack/runtime.sh install|status
 #
-#   install  builds cmd/sharness-runtime statically (CGO_ENABLED=0) and installs it to
-#            $SHARNESS_RUNTIME_BIN, then prints the dockerd flag and daemon.json snippet.
+#   install  builds cmd/sharness-runtime and its Landlock helper cmd/sharness-landlock statically
+#            (CGO_ENABLED=0) and installs them to $SHARNESS_RUNTIME_BIN and
+#            $SHARNESS_RUNTIME_LANDLOCK, then prints the dockerd flag and daemon.json snippet.
 #   status   says whether it is installed, which runc it hands over to, whether strict mode is on
 #            and whether the running engine has a runtime named "sharness".
 #
-# Neither verb restarts or reconfigures the running engine: registering the runtime with dockerd
-# (and making it the default runtime) is a later step of issue 6, done by the engine set-up, not
-# here. A runtime registered with dockerd is only a Boundary for containers that use it: anyone
-# with the Docker API can pick another runtime unless this one is the default.
+# Neither verb restarts or reconfigures the running engine: hack/engine.sh registers the runtime
+# (and makes it the default) when it starts dockerd. A runtime registered with dockerd is only a
+# Boundary for containers that use it: anyone with the Docker API can still name runc.
 #
 # Environment:
 #   SHARNESS_RUNTIME_BIN       install path; default /usr/local/bin/sharness-runtime
 #   SHARNESS_RUNTIME_RUNC      the runc the shim execs; default runc on PATH (Debian: /usr/sbin/runc)
 #   SHARNESS_RUNTIME_POLICIES  compiled policies root; default /etc/sharness-ai/policies
+#   SHARNESS_RUNTIME_LANDLOCK  the Landlock helper the shim binds into containers; default
+#                              /usr/local/lib/sharness-ai/sharness-landlock
 set -euo pipefail
 
 BIN=${SHARNESS_RUNTIME_BIN:-/usr/local/bin/sharness-runtime}
+HELPER=${SHARNESS_RUNTIME_LANDLOCK:-/usr/local/lib/sharness-ai/sharness-landlock}
 NAME=sharness
 STRICT_FILE=/etc/sharness-ai/strict
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,8 +53,12 @@ install_runtime() {
 	local tmp=$TMP_DIR
 	log "building cmd/sharness-runtime (static)"
 	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/sharness-runtime" ./cmd/sharness-runtime)
+	log "building cmd/sharness-landlock (static)"
+	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/sharness-landlock" ./cmd/sharness-landlock)
+	# Root-owned and not writable by anyone else: every confined container executes it first.
 	as_root install -D -m 0755 "$tmp/sharness-runtime" "$BIN"
-	log "installed $BIN ($(sha256sum "$BIN" | cut -c1-16)…)"
+	as_root install -D -m 0755 "$tmp/sharness-landlock" "$HELPER"
+	log "installed $BIN ($(sha256sum "$BIN" | cut -c1-16)…) and $HELPER ($(sha256sum "$HELPER" | cut -c1-16)…)"
 	registration
 }
 
@@ -61,6 +68,7 @@ status_runtime() {
 	else
 		log "not installed at $BIN"
 	fi
+	if [ -x "$HELPER" ]; then log "landlock helper: $HELPER"; else log "landlock helper: not installed at $HELPER"; fi
 	local runc=${SHARNESS_RUNTIME_RUNC:-$(PATH=$PATH:/usr/sbin:/sbin command -v runc || true)}
 	if [ -n "$runc" ]; then log "runc: $runc ($("$runc" --version 2>/dev/null | head -n1))"; else log "runc: not found"; fi
 	log "policies: ${SHARNESS_RUNTIME_POLICIES:-/etc/sharness-ai/policies}"

@@ -21,7 +21,8 @@
 #
 # Before anything runs, the committed docker-compose.yml and compiled/ must be exactly what the
 # default manifest compiles to, and, when SHARNESS_AI_POLICY_HASH is given, the manifest's hash
-# must equal it.
+# must equal it. Every service runs under the runtime shim (sharness-runtime, installed here and
+# registered by hack/engine.sh), which refuses any container wider than its compiled policy.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -38,11 +39,19 @@ fi
 go run ./cmd/sharness-ai verify --policy-hash "$SHARNESS_AI_POLICY_HASH"
 
 "$ENGINE" install
+# The runtime shim (every service asks for `runtime: sharness`) before the engine that registers it.
+"$ROOT/hack/runtime.sh" install >/dev/null
 if ! docker info >/dev/null 2>&1; then
 	"$ENGINE" start
 	started=1
 	trap '"$ENGINE" stop || true' EXIT
 fi
+case $(docker info --format '{{json .Runtimes}}') in
+*'"sharness"'*) ;;
+*) echo "up: the running engine has no runtime \"sharness\": restart it with hack/engine.sh (or register $(command -v sharness-runtime || echo /usr/local/bin/sharness-runtime) in daemon.json)" >&2; exit 1 ;;
+esac
+# The compiled policies the shim checks each container against (root-owned, /etc/sharness-ai).
+go run ./cmd/sharness-ai install --replace
 "$ROOT/hack/build-images.sh"
 
 # The probe also tries the host's own addresses and the edge gateways (port 9: if anything
@@ -61,6 +70,8 @@ else
 	# demo shows the sealed key, and not the agent's placeholder, is what reached the model.
 	key="sk-ant-api03-offline-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	export SHARNESS_MODEL_EXPECT_KEY_SHA256=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
+	# The offline world's throwaway TLS leaf and CA, handed to world, model, llm and the probe.
+	eval "$(go run ./hack/worldca)"
 fi
 export SHARNESS_AI_SECRETS_DIR=$work/secrets
 mkdir -m 0755 "$SHARNESS_AI_SECRETS_DIR"

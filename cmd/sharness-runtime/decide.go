@@ -8,6 +8,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sharness-ai/sharness/internal/strictjson"
+	"github.com/sharness-ai/sharness/policies/landlock"
 	"github.com/sharness-ai/sharness/runtime/shim"
 )
 
@@ -20,6 +21,8 @@ const (
 	// strict mode must not silently depend on that.
 	strictFile = "/etc/sharness-ai/strict"
 	maxDepth   = 64
+	// envHelper overrides shim.DefaultHelper, the Landlock helper bound into confined containers.
+	envHelper = "SHARNESS_RUNTIME_LANDLOCK"
 )
 
 // host is everything the decision reads from the machine; the fake in the tests is a map.
@@ -28,16 +31,24 @@ type host interface {
 	ReadStdin() ([]byte, error)           // size-capped, read at most once
 	Exists(path string) (bool, error)
 	Bundle(root, id string) (string, error) // the bundle directory of a created container
+	LandlockABI() int                       // the kernel's Landlock ABI, 0 without one
+	// HashInRoot is "sha256:<hex>" of the file at path inside the root file system root, never
+	// leaving it (symlinks resolve inside root).
+	HashInRoot(root, path string) (string, error)
 }
 
 // action is a decision to hand over to runc with the same argv.
 type action struct {
 	pipeStdin bool   // runc's stdin was consumed by the check: give it these bytes instead
 	stdin     []byte //
-	// rewrite is the bundle's spec after shim.Narrow added what the engine left out, to be
-	// written to specPath before runc reads it; nil when nothing changed.
+	// rewrite is the bundle's spec after shim.Narrow added what the engine left out and
+	// shim.Confine put the process under its Landlock domain, to be written to specPath before
+	// runc reads it; nil when nothing changed.
 	rewrite  *specs.Spec
 	specPath string
+	// process is an exec's process.json after shim.ConfineProcess, for procPath; nil: unchanged.
+	process  *specs.Process
+	procPath string
 }
 
 // refusal is a decision not to call runc. Its zero value is never returned: nil means allowed.
@@ -69,10 +80,25 @@ func decide(args []string, getenv func(string) string, h host) (action, *refusal
 			return action{}, r
 		}
 		container, check = got, func(want *specs.Spec) []shim.Refusal {
-			if shim.Narrow(want, got) {
+			narrowed := shim.Narrow(want, got)
+			if rs := shim.Check(want, got); len(rs) > 0 {
+				return rs
+			}
+			rootfs := "rootfs"
+			if got.Root != nil {
+				rootfs = got.Root.Path
+			}
+			if !filepath.IsAbs(rootfs) {
+				rootfs = filepath.Join(bundle, rootfs)
+			}
+			if rs := shim.CheckCode(want, got, func(p string) (string, error) { return h.HashInRoot(rootfs, p) }); len(rs) > 0 {
+				return rs
+			}
+			confined, rs := confine(inv.command, getenv, h, want, got)
+			if narrowed || confined {
 				act.rewrite, act.specPath = got, specPath
 			}
-			return shim.Check(want, got)
+			return rs
 		}
 	case "exec", "update":
 		got, r := containerSpec(inv, h)
@@ -85,7 +111,20 @@ func decide(args []string, getenv func(string) string, h host) (action, *refusal
 			if err != nil {
 				return action{}, plain(inv, "process", "a valid process", err.Error())
 			}
-			check = func(want *specs.Spec) []shim.Refusal { return shim.CheckProcess(want, p) }
+			check = func(want *specs.Spec) []shim.Refusal {
+				if rs := shim.CheckProcess(want, p); len(rs) > 0 {
+					return rs
+				}
+				confined, rs := shim.ConfineProcess(want, p)
+				path, viaFile := inv.last("process")
+				switch {
+				case confined && !viaFile:
+					return []shim.Refusal{{Field: "exec", Want: "--process (a confined container's exec joins its Landlock domain through the file)", Got: "a command line"}}
+				case confined:
+					act.process, act.procPath = p, path
+				}
+				return rs
+			}
 			break
 		}
 		res, stdin, err := updateResources(inv, h)
@@ -145,6 +184,27 @@ func judge(inv invocation, getenv func(string) string, h host, container *specs.
 	r.field, r.want, r.got = rs[0].Field, rs[0].Want, rs[0].Got
 	r.msg = "sharness-runtime: refused " + component + ": " + strings.Join(reasons, "; ")
 	return r
+}
+
+// confine puts a created container under its Landlock domain (shim.Confine). A restore is
+// refused when the policy has a domain: CRIU does not carry Landlock domains, so the restored
+// tree would run unconfined.
+func confine(command string, getenv func(string) string, h host, want, got *specs.Spec) (bool, []shim.Refusal) {
+	d, rs := shim.Domain(want)
+	switch {
+	case rs != nil || d.Mode == landlock.PerCommand:
+		return false, rs
+	case command == "restore":
+		return false, []shim.Refusal{{Field: "restore", Want: "a fresh start (a restored process tree would lose its Landlock domain)", Got: "a checkpoint"}}
+	}
+	helper := getenv(envHelper)
+	if helper == "" {
+		helper = shim.DefaultHelper
+	}
+	if ok, err := h.Exists(helper); !ok || err != nil || !filepath.IsAbs(helper) {
+		return false, []shim.Refusal{{Field: "landlock", Want: "the Landlock helper at " + helper + " (hack/runtime.sh install)", Got: fmt.Sprintf("missing (%v)", err)}}
+	}
+	return shim.Confine(want, got, helper, h.LandlockABI())
 }
 
 func reason(field, want, got string) string { return field + ": want " + want + " got " + got }

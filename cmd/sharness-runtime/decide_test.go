@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/policies/landlock"
 	"github.com/sharness-ai/sharness/runtime/shim"
 )
 
@@ -23,6 +26,25 @@ type fakeHost struct {
 	stdin   string
 	strict  bool
 	reads   []string
+	// oldKernel: a kernel whose Landlock ABI (5) is below the enforced domain's; noHelper: the
+	// Landlock helper is not installed.
+	oldKernel, noHelper bool
+	hashes              map[string]string // path in the root → "sha256:…"
+}
+
+func (h *fakeHost) HashInRoot(root, path string) (string, error) {
+	h.reads = append(h.reads, "hash "+filepath.Join(root, path))
+	if s, ok := h.hashes[path]; ok {
+		return s, nil
+	}
+	return "", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+}
+
+func (h *fakeHost) LandlockABI() int {
+	if h.oldKernel {
+		return 5
+	}
+	return 7
 }
 
 func (h *fakeHost) ReadFile(path string) ([]byte, error) {
@@ -40,7 +62,7 @@ func (h *fakeHost) ReadStdin() ([]byte, error) {
 
 func (h *fakeHost) Exists(path string) (bool, error) {
 	h.reads = append(h.reads, path)
-	return h.strict && path == strictFile, nil
+	return h.strict && path == strictFile || !h.noHelper && path == shim.DefaultHelper, nil
 }
 
 func (h *fakeHost) Bundle(root, id string) (string, error) {
@@ -137,6 +159,8 @@ func TestDecide(t *testing.T) {
 		{name: "create in the cwd", args: []string{"create", "abc"}},
 		{name: "restore is a create", args: []string{"restore", "--image-path", "/i", "-b", "/wide", "abc"},
 			wantField: "process.capabilities", wantMsg: "CAP_NET_ADMIN"},
+		{name: "restore of a confined container", args: []string{"restore", "--image-path", "/i", "-b", "/ok", "abc"},
+			wantField: "restore", wantMsg: "lose its Landlock domain"},
 		{name: "widened create", args: []string{"create", "--bundle", "/wide", "abc"},
 			wantField: "process.capabilities", wantMsg: "sharness-runtime: refused agent: process.capabilities"},
 		{name: "unmarked passes", args: []string{"create", "-b", "/plain", "abc"}},
@@ -149,7 +173,8 @@ func TestDecide(t *testing.T) {
 		{name: "exec -p", args: []string{"exec", "-p", "/proc-ok.json", "-d", "abc"}},
 		{name: "exec -p widened", args: []string{"exec", "-p", "/proc-wide.json", "abc"},
 			wantField: "process.capabilities", wantMsg: "CAP_SYS_ADMIN"},
-		{name: "exec with flags", args: []string{"exec", "-t", "--env", "A=b", "--cwd", "/tmp", "abc", "sh"}},
+		{name: "exec on the command line", args: []string{"exec", "-t", "--env", "A=b", "--cwd", "/tmp", "abc", "sh"},
+			wantField: "exec", wantMsg: "want --process"},
 		{name: "exec --cap", args: []string{"exec", "--cap", "CAP_NET_RAW", "abc", "sh"},
 			wantField: "process.capabilities", wantMsg: "CAP_NET_RAW"},
 		{name: "exec --user 0", args: []string{"exec", "-u", "0:0", "abc", "sh"}, wantField: "process.user"},
@@ -251,13 +276,14 @@ func TestDecideNarrowsMaskedPaths(t *testing.T) {
 	if act.rewrite == nil || act.specPath != "/unmasked/config.json" || !slices.Contains(act.rewrite.Linux.MaskedPaths, want[len(want)-1]) {
 		t.Fatalf("action %+v: want the spec rewritten with %s masked", act, want[len(want)-1])
 	}
-	if act, _ := decide([]string{"create", "-b", "/ok", "abc"}, getenv, &fakeHost{files: files}); act.rewrite != nil {
-		t.Error("a bundle that already masks everything is rewritten")
+	if act, _ := decide([]string{"create", "-b", "/ok", "abc"}, getenv, &fakeHost{files: files}); act.rewrite == nil ||
+		!slices.Equal(act.rewrite.Linux.MaskedPaths, want) {
+		t.Errorf("a bundle that already masks everything: masked %v, want %v", act.rewrite, want)
 	}
 
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
-	if err := writeSpec(path, act.rewrite); err != nil {
+	if err := writeJSON(path, act.rewrite); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)
@@ -269,6 +295,95 @@ func TestDecideNarrowsMaskedPaths(t *testing.T) {
 		t.Errorf("written spec: %v, masked %v", err, back)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
-		t.Errorf("writeSpec left %d files, want config.json alone", len(entries))
+		t.Errorf("writeJSON left %d files, want config.json alone", len(entries))
+	}
+}
+
+// TestDecideConfines: a create puts the container under its policy's Landlock domain (the helper
+// bound read-only, the process wrapped), an exec through --process joins it, and every way the
+// domain cannot be applied is a refusal, never a container without it.
+func TestDecideConfines(t *testing.T) {
+	files := fixtureFiles(t)
+	want, _, component, policy := fixture(t)
+	d, _ := shim.Domain(want)
+	nodomain := *want
+	nodomain.Annotations = maps.Clone(want.Annotations)
+	delete(nodomain.Annotations, landlock.Annotation)
+	old := maps.Clone(files)
+	old[shim.PolicyPath(policyRoot, policy, component)] = encode(t, &nodomain)
+
+	act, r := decide([]string{"create", "-b", "/ok", "abc"}, getenv, &fakeHost{files: files})
+	if r != nil {
+		t.Fatalf("refused: %s", r.msg)
+	}
+	got := act.rewrite
+	if got == nil || !slices.Equal(got.Process.Args, []string{shim.HelperMount, d.Encode(), "--", "/sharness-agent"}) {
+		t.Fatalf("create: process %v, want it wrapped in the helper", got)
+	}
+	m := got.Mounts[len(got.Mounts)-1]
+	if m.Destination != shim.HelperMount || m.Source != shim.DefaultHelper || !slices.Contains(m.Options, "ro") {
+		t.Errorf("create: last mount %+v, want the helper bound read-only", m)
+	}
+	if !shim.Unwrap(got) || len(shim.Check(want, got)) != 0 {
+		t.Errorf("create: the unwrapped spec does not pass the policy: %v", shim.Check(want, got))
+	}
+
+	act, r = decide([]string{"exec", "-p", "/proc-ok.json", "abc"}, getenv, &fakeHost{files: files, bundles: map[string]string{"abc": "/bundle"}})
+	if r != nil || act.process == nil || act.procPath != "/proc-ok.json" || act.process.Args[0] != shim.HelperMount {
+		t.Errorf("exec -p: action %+v, refusal %v; want the process wrapped", act, r)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		h         *fakeHost
+		wantField string
+	}{
+		{"a kernel below the ABI", &fakeHost{files: files, oldKernel: true}, "landlock"},
+		{"no helper installed", &fakeHost{files: files, noHelper: true}, "landlock"},
+		{"a policy compiled without a domain", &fakeHost{files: old}, "annotations." + landlock.Annotation},
+	} {
+		if _, r := decide([]string{"create", "-b", "/ok", "abc"}, getenv, tc.h); r == nil || r.field != tc.wantField {
+			t.Errorf("%s: refusal %v, want one of %s", tc.name, r, tc.wantField)
+		}
+	}
+}
+
+// TestDecideCode: a policy that pins its entrypoint's code (subject.code_sha256) admits only a
+// container that runs that entrypoint with that hash, read from the bundle's root file system.
+func TestDecideCode(t *testing.T) {
+	files := fixtureFiles(t)
+	want, _, component, policy := fixture(t)
+	pin := "sha256:" + strings.Repeat("a", 64)
+	want.Annotations[compile.AnnotationCodeSHA256] = pin
+	files[shim.PolicyPath(policyRoot, policy, component)] = encode(t, want)
+	other := *want
+	other.Process = &specs.Process{}
+	*other.Process = *want.Process
+	other.Process.Args = []string{"/bin/busybox", "sh"}
+	other.Annotations = nil // the bundle's own annotations are not the policy's
+	files["/other/config.json"] = encode(t, &other)
+	for _, tc := range []struct {
+		name, bundle string
+		hashes       map[string]string
+		wantField    string
+	}{
+		{"the pinned binary", "/ok", map[string]string{"/sharness-agent": pin}, ""},
+		{"another binary", "/ok", map[string]string{"/sharness-agent": "sha256:" + strings.Repeat("b", 64)}, "subject.code_sha256"},
+		{"no binary", "/ok", nil, "subject.code_sha256"},
+		{"another entrypoint", "/other", map[string]string{"/sharness-agent": pin}, "process.args[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &fakeHost{files: files, hashes: tc.hashes}
+			_, r := decide([]string{"create", "-b", tc.bundle, "abc"}, getenv, h)
+			switch {
+			case tc.wantField == "" && r != nil:
+				t.Fatalf("refused: %s", r.msg)
+			case tc.wantField != "" && (r == nil || r.field != tc.wantField):
+				t.Fatalf("refusal %v, want one of %s", r, tc.wantField)
+			}
+			if tc.bundle == "/ok" && !slices.Contains(h.reads, "hash /ok/rootfs/sharness-agent") {
+				t.Errorf("hashed %v, want /sharness-agent in the bundle's rootfs", h.reads)
+			}
+		})
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	specs "github.com/opencontainers/runtime-spec/specs-go"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
 	"github.com/sharness-ai/sharness/internal/artefact"
@@ -50,6 +52,41 @@ func readCapped(r io.Reader, limit int64, name string) ([]byte, error) {
 		return nil, fmt.Errorf("read %s: larger than %d bytes", name, limit)
 	}
 	return data, nil
+}
+
+func (osHost) LandlockABI() int {
+	v, err := ll.LandlockGetABIVersion()
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
+// maxCode caps the binary HashInRoot reads: Claude Code's is about 200 MiB.
+const maxCode = 1 << 30
+
+func (osHost) HashInRoot(root, path string) (string, error) {
+	dir, err := os.Open(root)
+	if err != nil {
+		return "", fmt.Errorf("open root %s: %w", root, err)
+	}
+	defer dir.Close()
+	fd, err := unix.Openat2(int(dir.Fd()), path, &unix.OpenHow{Flags: unix.O_RDONLY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return "", fmt.Errorf("open %s in %s: %w", path, root, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, maxCode+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("read %s: %w", path, err)
+	case n > maxCode:
+		return "", fmt.Errorf("%s is larger than %d bytes", path, maxCode)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (osHost) Exists(path string) (bool, error) {
@@ -117,7 +154,12 @@ func findRunc(getenv func(string) string) (string, error) {
 // does it return.
 func handover(runc string, args []string, act action) error {
 	if act.rewrite != nil {
-		if err := writeSpec(act.specPath, act.rewrite); err != nil {
+		if err := writeJSON(act.specPath, act.rewrite); err != nil {
+			return err
+		}
+	}
+	if act.process != nil {
+		if err := writeJSON(act.procPath, act.process); err != nil {
 			return err
 		}
 	}
@@ -205,10 +247,11 @@ func report(r *refusal, logPath, format string, now time.Time, stderr io.Writer)
 	}
 }
 
-// writeSpec replaces the bundle's config.json with spec, atomically (internal/artefact: a
-// temporary file beside it, synced, then renamed), so that runc never reads half of it.
-func writeSpec(path string, spec *specs.Spec) error {
-	data, err := json.Marshal(spec)
+// writeJSON replaces the bundle's config.json (or an exec's process.json) with v, atomically
+// (internal/artefact: a temporary file beside it, synced, then renamed), so that runc never reads
+// half of it.
+func writeJSON(path string, v any) error {
+	data, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", path, err)
 	}

@@ -111,8 +111,12 @@ func runShim(t *testing.T, runc, stdin string, args ...string) *shimRun {
 	}
 	cmd := exec.Command(filepath.Join(binDir, shimName), args...)
 	cmd.Dir = dir
+	helper := filepath.Join(dir, "sharness-landlock") // the shim only checks that it exists
+	if err := os.WriteFile(helper, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd.Env = []string{envRunc + "=" + runc, envPolicies + "=" + filepath.Join(dir, policyRoot),
-		envRecord + "=" + s.record, envBundle + "=" + filepath.Join(dir, "bundle")}
+		envRecord + "=" + s.record, envBundle + "=" + filepath.Join(dir, "bundle"), envHelper + "=" + helper}
 	cmd.Stdin, cmd.Stderr = strings.NewReader(stdin), &s.stderr
 	err := cmd.Run()
 	var exit *exec.ExitError
@@ -259,5 +263,27 @@ func TestReportText(t *testing.T) {
 	want := `time="1970-01-01T00:00:00Z" level=error msg="sharness-runtime: refused container abc: marker: want a \"component\" got none" container="abc" component="" policy="" field="marker" want="a \"component\"" got="none"` + "\n"
 	if d := cmp.Diff(want, string(b)); d != "" {
 		t.Errorf("text log line (-want +got):\n%s", d)
+	}
+}
+
+// TestHashInRoot: the binary is hashed inside the container's root, and a symlink in the image
+// that points at a host path resolves inside the root, never to the host's file.
+func TestHashInRoot(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "bin"), []byte("code"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := osHost{}.HashInRoot(root, "/bin")
+	if want := "sha256:5694d08a2e53ffcae0c3103e5ad6f6076abd960eb1f8a56577040bc1028f702b"; err != nil || got != want {
+		t.Errorf("HashInRoot(/bin) = %q, %v; want %s", got, err, want)
+	}
+	if got, err := (osHost{}).HashInRoot(root, "/escape"); err == nil {
+		t.Errorf("a symlink to a host path was followed out of the root: %s", got)
+	}
+	if _, err := (osHost{}).HashInRoot(root, "/../../etc/hostname"); err == nil {
+		t.Error("a path climbing out of the root was followed")
 	}
 }

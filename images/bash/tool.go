@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 )
@@ -25,6 +26,7 @@ type tool struct {
 	workspace string
 	filter    *secretfilter.Filter
 	log       *slog.Logger
+	rec       *audit.Writer // bash's audit log; nil records nothing
 }
 
 // output is the tool's structured result.
@@ -68,7 +70,10 @@ func (t *tool) add(s *mcp.Server) {
 // reason; anything the command did is a result.
 func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	line := []any{"decision", "invalid"}
-	defer func() { t.log.Info("bash command", line...) }()
+	defer func() {
+		t.log.Info("bash command", line...)
+		t.rec.Record(t.log, audit.FromAttrs("bash.command", line...))
+	}()
 	a, err := decodeArgs(req.Params.Arguments)
 	if err == nil {
 		err = checkCwd(t.workspace, a.Cwd)

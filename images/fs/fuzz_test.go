@@ -30,17 +30,17 @@ func FuzzWriteRequest(f *testing.F) {
 			}
 			return
 		}
-		if o.path == "" || name == "rename" && o.to == "" {
+		if o.Path == "" || name == "rename" && o.To == "" {
 			t.Fatalf("accepted %q without a path: %+v", body, o)
 		}
 		var m map[string]any
 		if err := json.Unmarshal(body, &m); err != nil && strings.TrimSpace(string(body)) != "" {
 			t.Fatalf("accepted %q, which encoding/json does not read as an object: %v", body, err)
 		}
-		if p, _ := m["path"].(string); name != "rename" && p != o.path {
-			t.Fatalf("decoded path %q, encoding/json reads %q", o.path, p)
+		if p, _ := m["path"].(string); name != "rename" && p != o.Path {
+			t.Fatalf("decoded path %q, encoding/json reads %q", o.Path, p)
 		}
-		if c, ok := m["content"].(string); ok && c != string(o.content) {
+		if c, ok := m["content"].(string); ok && c != string(o.Content) {
 			t.Fatalf("decoded content differs from encoding/json's")
 		}
 	})

@@ -13,9 +13,17 @@
 // policy is kind fs with the workspace mounted read-write, and unless every protected path exists
 // (`sharness-ai workspace init` makes them on the host; fs never does, see fsguard.Prepare).
 //
-// What it does not guarantee: see internal/fsguard. Anyone on the agent's edge network can call
-// it; it trusts that network to hold only the agent. Changes to ask paths are refused until the
-// approval gate exists.
+// A change to a path the policy lists under business.fs.ask waits for the operator's decision
+// through the approval gate (internal/gate, docs/gate.md): fs writes a request to its gate folder
+// (-gate-dir, a volume mounted into fs only), the person runs `sharness-ai approve|deny` on the
+// host, and fs carries out exactly the change approved, or refuses it with the gate's reason
+// (approval_denied, approval_timeout after -gate-timeout, ...). Every such change needs its own
+// approval (tier every). Without the operator's public key (SHARNESS_AI_OPERATOR_PUBKEY) or
+// without the gate folder, fs still serves and refuses every change to an ask path
+// (approval_unavailable), saying at start which is missing.
+//
+// What it does not guarantee: see internal/fsguard and internal/gate. Anyone on the agent's edge
+// network can call it; it trusts that network to hold only the agent.
 package main
 
 import (
@@ -32,24 +40,36 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/fsguard"
 	"github.com/sharness-ai/sharness/internal/healthz"
+	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 	"github.com/sharness-ai/sharness/internal/serve"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
+// gateDir is compile.GateDir (a test holds them equal; fs does not link the compiler for it).
+const gateDir = "/var/lib/sharness/gate"
+
 type config struct {
-	policyDir string
-	listen    string // the agent edge
-	workspace string
+	policyDir   string
+	listen      string // the agent edge
+	workspace   string
+	gateDir     string         // the approval gate's folder (compile.GateDir)
+	gateTimeout string         // how long a change to an ask path waits for the operator
+	operator    string         // the operator's public key, "ed25519:<base64>" or PEM; "" refuses ask paths
+	identity    audit.Identity // signs the audit log; nil: the Workload API's (tests give one)
 }
 
 func main() {
 	cfg := config{policyDir: session.PolicyDir}
 	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_FS_LISTEN"), ":8091"), "address of the API and MCP listener for the agent (env SHARNESS_AI_FS_LISTEN)")
 	flag.StringVar(&cfg.workspace, "workspace", cmp.Or(os.Getenv("SHARNESS_AI_FS_WORKSPACE"), "/workspace"), "the workspace folder, mounted read-write (env SHARNESS_AI_FS_WORKSPACE)")
+	flag.StringVar(&cfg.gateDir, "gate-dir", cmp.Or(os.Getenv("SHARNESS_AI_GATE_DIR"), gateDir), "the approval gate's folder, fs's own volume (env SHARNESS_AI_GATE_DIR)")
+	flag.StringVar(&cfg.gateTimeout, "gate-timeout", cmp.Or(os.Getenv("SHARNESS_AI_GATE_TIMEOUT"), "2m"), "how long a change to an ask path waits for the operator (env SHARNESS_AI_GATE_TIMEOUT)")
+	cfg.operator = os.Getenv("SHARNESS_AI_OPERATOR_PUBKEY")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -96,17 +116,38 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	defer g.Close()
-	s := newServer(g, rules.MaxFileSize(), log)
+	timeout, err := time.ParseDuration(cfg.gateTimeout)
+	if err != nil || timeout <= 0 {
+		return fmt.Errorf("refusing to start: gate timeout %q is not a positive duration such as 2m", cfg.gateTimeout)
+	}
+	approver, err := fsguard.OpenGate(cfg.gateDir, cfg.operator, c.Name, m.Hash, timeout, log)
+	if err != nil {
+		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gateDir, err)
+	}
+	missing, noGate := approver.(fsguard.Unavailable)
+	if noGate {
+		log.Warn("sharness-fs: no approval gate; every change to an ask path is refused (approval_unavailable)",
+			"missing", string(missing), "operator_key_env", "SHARNESS_AI_OPERATOR_PUBKEY", "gate_dir", cfg.gateDir)
+	}
+	rec, closeRec, err := openRecord(ctx, cfg.identity, c.Name, m.Hash)
+	if err != nil {
+		return err
+	}
+	defer closeRec(log)
+	s := newServer(g, approver, rules.MaxFileSize(), log)
+	s.rec = rec
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		return err
 	}
-	// No WriteTimeout: an MCP client may hold a stream open for the session.
+	// No WriteTimeout: an MCP client may hold a stream open for the session, and a change to an
+	// ask path holds its request open until the operator decides (up to the gate timeout).
 	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("sharness-fs serving", "policy", m.Hash, "listen", cfg.listen, "workspace", cfg.workspace,
-		"protected", c.Protected, "max_file_size", rules.MaxFileSize(), "max_body", s.maxBody)
+		"protected", c.Protected, "max_file_size", rules.MaxFileSize(), "max_body", s.maxBody,
+		"approval_gate", !noGate, "gate_dir", cfg.gateDir, "gate_timeout", timeout.String())
 	return serve.Until(ctx, srv, ln, 10*time.Second)
 }
 
@@ -125,4 +166,24 @@ func compileRules(c *pbp.Component) (*fsguard.Rules, error) {
 		}
 	}
 	return fsguard.Compile(p)
+}
+
+// openRecord opens fs's audit log, signed with its SVID from the Workload API (id, in tests): a
+// component without its record does not run. Closing it writes the shutdown checkpoint, then lets
+// the identity go.
+func openRecord(ctx context.Context, id audit.Identity, name, policy string) (*audit.Writer, func(*slog.Logger), error) {
+	release := func() {}
+	if id == nil {
+		src, err := mtls.Source(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("refusing to start: %w", err)
+		}
+		id, release = src, func() { src.Close() }
+	}
+	rec, err := audit.OpenComponent(cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), id, name, policy)
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("refusing to start: %w", err)
+	}
+	return rec, func(log *slog.Logger) { rec.Finish(log); release() }, nil
 }

@@ -25,16 +25,16 @@ var tools = []struct{ op, description, schema string }{
 
 func (s *server) mcpServer() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "sharness-fs", Version: "1"}, &mcp.ServerOptions{
-		Instructions: "The workspace's protected paths are read-only for you; change them with these tools. Refusals name their reason."})
+		Instructions: "The workspace's protected paths are read-only for you; change them with these tools. A change to a path that needs a person's approval (git hooks, shell startup files, ...) waits for their decision, up to a few minutes. Refusals name their reason."})
 	for _, t := range tools {
 		srv.AddTool(&mcp.Tool{Name: "fs_" + t.op, Description: t.description, InputSchema: json.RawMessage(t.schema)},
-			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				o, bad := decode(t.op, req.Params.Arguments)
 				if bad != nil {
-					s.record("mcp", op{name: t.op}, "deny", bad.reason, fsguard.Result{}, nil)
+					s.record("mcp", fsguard.Change{Op: t.op}, "deny", bad.reason, fsguard.Result{}, nil)
 					return toolError(bad.reason, bad.message), nil
 				}
-				res, err := s.do("mcp", o)
+				res, err := s.do(ctx, "mcp", o) // a change to an ask path waits here for the operator
 				var ref *fsguard.Refusal
 				switch {
 				case errors.As(err, &ref):
@@ -55,6 +55,8 @@ func toolError(reason, message string) *mcp.CallToolResult {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: reason + ": " + message}}}
 }
 
+// mcpHandler serves the tools. SessionTimeout ends idle sessions only: the SDK pauses it while a
+// request is open, such as a tool call waiting for the operator.
 func (s *server) mcpHandler() http.Handler {
 	srv := s.mcpServer()
 	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },

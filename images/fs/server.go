@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/fsguard"
 	"github.com/sharness-ai/sharness/internal/strictjson"
 )
@@ -25,20 +27,16 @@ const (
 
 type server struct {
 	g       *fsguard.Guard
+	gate    fsguard.Approver // asked about every change to an ask path
 	log     *slog.Logger
+	rec     *audit.Writer // fs's audit log; nil records nothing
 	maxBody int64
 }
 
 // newServer caps bodies at the largest file in base64 (4/3) plus room for the rest of the
 // request; content sent as a JSON string with many escapes can need more, and is refused 413.
-func newServer(g *fsguard.Guard, maxFile int64, log *slog.Logger) *server {
-	return &server{g: g, log: log, maxBody: maxFile/3*4 + 4 + 64<<10}
-}
-
-// op is one decoded request.
-type op struct {
-	name, path, to, mode string
-	content              []byte
+func newServer(g *fsguard.Guard, gate fsguard.Approver, maxFile int64, log *slog.Logger) *server {
+	return &server{g: g, gate: gate, log: log, maxBody: maxFile/3*4 + 4 + 64<<10}
 }
 
 type writeRequest struct {
@@ -65,21 +63,21 @@ var known = map[string][]string{"write": {"path", "content", "content_base64", "
 
 // decode reads the body of operation name (write, delete, rename) strictly: one JSON object,
 // no duplicate keys, no key but the known ones spelled exactly, every field of its type.
-func decode(name string, body []byte) (op, *badRequest) {
+func decode(name string, body []byte) (fsguard.Change, *badRequest) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}") // MCP arguments may be absent: then every field is missing
 	}
 	if err := strictjson.Check(body, 2); err != nil {
-		return op{}, &badRequest{reasonBadJSON, "the body is not one strict JSON object: " + err.Error()}
+		return fsguard.Change{}, &badRequest{reasonBadJSON, "the body is not one strict JSON object: " + err.Error()}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
-		return op{}, &badRequest{reasonBadJSON, "the body must be a JSON object"}
+		return fsguard.Change{}, &badRequest{reasonBadJSON, "the body must be a JSON object"}
 	}
 	// Keys must be spelled exactly: encoding/json would also match "PATH" to path.
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !slices.Contains(known[name], k) {
-			return op{}, &badRequest{reasonBadField, fmt.Sprintf("unknown field %q (%s takes %s)", k, name, strings.Join(known[name], ", "))}
+			return fsguard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("unknown field %q (%s takes %s)", k, name, strings.Join(known[name], ", "))}
 		}
 	}
 	var w writeRequest
@@ -89,30 +87,30 @@ func decode(name string, body []byte) (op, *badRequest) {
 	if err := json.Unmarshal(body, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return op{}, &badRequest{reasonBadField, fmt.Sprintf("field %s: must be a %s", typeErr.Field, typeErr.Type.String())}
+			return fsguard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("field %s: must be a %s", typeErr.Field, typeErr.Type.String())}
 		}
-		return op{}, &badRequest{reasonBadJSON, "the body is not a request: " + err.Error()}
+		return fsguard.Change{}, &badRequest{reasonBadJSON, "the body is not a request: " + err.Error()}
 	}
 	switch name {
 	case "delete":
-		return op{name: name, path: d.Path}, required("path", d.Path)
+		return fsguard.Change{Op: name, Path: d.Path}, required("path", d.Path)
 	case "rename":
-		return op{name: name, path: r.From, to: r.To}, cmpOr(required("from", r.From), required("to", r.To))
+		return fsguard.Change{Op: name, Path: r.From, To: r.To}, cmpOr(required("from", r.From), required("to", r.To))
 	}
-	o := op{name: name, path: w.Path, mode: w.Mode}
+	o := fsguard.Change{Op: name, Path: w.Path, Mode: w.Mode}
 	switch {
 	case w.Content != nil && w.ContentBase64 != nil:
-		return op{}, &badRequest{reasonBadField, "fields content and content_base64: give one, not both"}
+		return fsguard.Change{}, &badRequest{reasonBadField, "fields content and content_base64: give one, not both"}
 	case w.Content != nil:
-		o.content = []byte(*w.Content)
+		o.Content = []byte(*w.Content)
 	case w.ContentBase64 != nil:
 		b, err := base64.StdEncoding.Strict().DecodeString(*w.ContentBase64)
 		if err != nil {
-			return op{}, &badRequest{reasonBadField, "field content_base64: not standard base64 (RFC 4648 with padding)"}
+			return fsguard.Change{}, &badRequest{reasonBadField, "field content_base64: not standard base64 (RFC 4648 with padding)"}
 		}
-		o.content = b
+		o.Content = b
 	default:
-		return op{}, &badRequest{reasonBadField, "field content: missing (give content, a UTF-8 string, or content_base64)"}
+		return fsguard.Change{}, &badRequest{reasonBadField, "field content: missing (give content, a UTF-8 string, or content_base64)"}
 	}
 	return o, required("path", w.Path)
 }
@@ -131,39 +129,34 @@ func cmpOr(a, b *badRequest) *badRequest {
 	return b
 }
 
-// do carries out o and writes the decision's one log line; via is the door (http, mcp).
-func (s *server) do(via string, o op) (fsguard.Result, error) {
-	var res fsguard.Result
-	var err error
-	switch o.name {
-	case "write":
-		res, err = s.g.Write(o.path, o.content, o.mode)
-	case "delete":
-		res, err = s.g.Delete(o.path)
-	case "rename":
-		res, err = s.g.Rename(o.path, o.to)
-	}
+// do carries out o, asking the gate first about a change to an ask path (blocking until the
+// operator decides, the request expires or ctx ends), and writes the decision's one log line;
+// via is the door (http, mcp).
+func (s *server) do(ctx context.Context, via string, o fsguard.Change) (fsguard.Result, error) {
+	res, err := s.g.Apply(ctx, o, s.gate)
 	var ref *fsguard.Refusal
 	if errors.As(err, &ref) {
 		s.record(via, o, "deny", string(ref.Reason), res, errors.Unwrap(ref))
 	} else {
-		s.record(via, o, "allow", "", res, err)
+		s.record(via, o, "allow", string(res.Approval), res, err)
 	}
 	return res, err
 }
 
-// record is the canonical decision line: constant keys, never content.
-func (s *server) record(via string, o op, decision, reason string, res fsguard.Result, cause error) {
-	n := int64(len(o.content)) // what a write brought, refused or not; what a delete or rename moved
-	if o.name != "write" {
+// record is the canonical decision line: constant keys, never content. digest is the approval
+// request's, when the gate was asked.
+func (s *server) record(via string, o fsguard.Change, decision, reason string, res fsguard.Result, cause error) {
+	n := int64(len(o.Content)) // what a write brought, refused or not; what a delete or rename moved
+	if o.Op != fsguard.OpWrite {
 		n = res.Bytes
 	}
-	attrs := []any{"via", via, "op", o.name, "path", clip(o.path), "to", clip(o.to), "decision", decision, "reason", reason,
-		"bytes", n, "exec_bits_stripped", res.ExecBitsStripped, "created", res.Created}
+	attrs := []any{"via", via, "op", o.Op, "path", clip(o.Path), "to", clip(o.To), "decision", decision, "reason", reason,
+		"bytes", n, "exec_bits_stripped", res.ExecBitsStripped, "created", res.Created, "digest", res.Digest}
 	if cause != nil {
 		attrs = append(attrs, "cause", cause.Error())
 	}
 	s.log.Info("fs decision", attrs...)
+	s.rec.Record(s.log, audit.FromAttrs("fs."+string(o.Op), attrs...))
 }
 
 func clip(s string) string {
@@ -205,7 +198,7 @@ func (s *server) api(name string) http.HandlerFunc {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			s.record("http", op{name: name}, "deny", string(fsguard.ReasonTooLarge), fsguard.Result{}, nil)
+			s.record("http", fsguard.Change{Op: name}, "deny", string(fsguard.ReasonTooLarge), fsguard.Result{}, nil)
 			deny(w, http.StatusRequestEntityTooLarge, "request_too_large", string(fsguard.ReasonTooLarge),
 				fmt.Sprintf("the body is larger than %d bytes (give large files as content_base64)", s.maxBody))
 			return
@@ -215,11 +208,11 @@ func (s *server) api(name string) http.HandlerFunc {
 		}
 		o, bad := decode(name, body)
 		if bad != nil {
-			s.record("http", op{name: name}, "deny", bad.reason, fsguard.Result{}, nil)
+			s.record("http", fsguard.Change{Op: name}, "deny", bad.reason, fsguard.Result{}, nil)
 			deny(w, http.StatusBadRequest, "invalid_request_error", bad.reason, bad.message)
 			return
 		}
-		res, err := s.do("http", o)
+		res, err := s.do(r.Context(), "http", o)
 		var ref *fsguard.Refusal
 		switch {
 		case errors.As(err, &ref):

@@ -38,7 +38,13 @@ type fixture struct {
 	log *bytes.Buffer
 }
 
+// newFixture is fs as it starts without an operator key: every change to an ask path refused.
 func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newGatedFixture(t, fsguard.Unavailable("no operator public key"))
+}
+
+func newGatedFixture(t *testing.T, gate fsguard.Approver) *fixture {
 	t.Helper()
 	f := &fixture{ws: t.TempDir(), log: &bytes.Buffer{}}
 	if _, err := fsguard.Prepare(f.ws, protected); err != nil {
@@ -57,7 +63,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { g.Close() })
-	ts := httptest.NewServer(newServer(g, rules.MaxFileSize(), slog.New(slog.NewJSONHandler(f.log, nil))).routes())
+	ts := httptest.NewServer(newServer(g, gate, rules.MaxFileSize(), slog.New(slog.NewJSONHandler(f.log, nil))).routes())
 	t.Cleanup(ts.Close)
 	f.url = ts.URL
 	return f
@@ -104,7 +110,7 @@ func TestAPI(t *testing.T) {
 		{"dot dot", "POST", "/v1/write", `{"path":".claude/../.claude/commands/old.md","content":"x"}`, 403, "bad_path", "", ".claude/commands/old.md", "old\n"},
 		{"oversized content", "POST", "/v1/write", js(map[string]string{"path": ".claude/commands/old.md", "content": strings.Repeat("a", 1025)}), 413, "too_large", "", ".claude/commands/old.md", "old\n"},
 		{"oversized body", "POST", "/v1/write", js(map[string]string{"path": ".claude/commands/old.md", "content": strings.Repeat("a", 70<<10)}), 413, "too_large", "", ".claude/commands/old.md", "old\n"},
-		{"ask", "POST", "/v1/write", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\n"}`, 403, "approval_required", "approval", ".git/hooks/pre-commit", "<open " + "X" + ">"},
+		{"ask without a gate", "POST", "/v1/write", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\n"}`, 403, "approval_unavailable", "approval", ".git/hooks/pre-commit", "<open " + "X" + ">"},
 		{"not protected", "POST", "/v1/write", `{"path":"src/main.go","content":"x"}`, 403, "not_protected", "write it directly", "", ""},
 		{"missing path", "POST", "/v1/write", `{"content":"x"}`, 400, "invalid_field", "field path", "", ""},
 		{"missing content", "POST", "/v1/write", `{"path":".claude/x"}`, 400, "invalid_field", "field content", "", ""},
@@ -184,7 +190,7 @@ func TestLogLine(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]any{"msg": "fs decision", "via": "http", "op": "write", "path": ".envrc", "decision": "deny", "reason": "approval_required", "bytes": float64(15)} {
+	for k, want := range map[string]any{"msg": "fs decision", "via": "http", "op": "write", "path": ".envrc", "decision": "deny", "reason": "approval_unavailable", "bytes": float64(15), "cause": "no operator public key"} {
 		if rec[k] != want {
 			t.Errorf("%s = %v, want %v", k, rec[k], want)
 		}
@@ -215,7 +221,7 @@ func TestMCP(t *testing.T) {
 	}{
 		{"write", "fs_write", map[string]any{"path": ".vscode/settings.json", "content": "{}\n"}, false, `"ok":true`},
 		{"write base64", "fs_write", map[string]any{"path": ".vscode/b", "content_base64": base64.StdEncoding.EncodeToString([]byte("b"))}, false, `"bytes":1`},
-		{"ask", "fs_write", map[string]any{"path": ".git/hooks/pre-commit", "content": "x"}, true, "approval_required: "},
+		{"ask without a gate", "fs_write", map[string]any{"path": ".git/hooks/pre-commit", "content": "x"}, true, "approval_unavailable: "},
 		{"secret", "fs_write", map[string]any{"path": ".vscode/k", "content": pemKey(t)}, true, "secret: "},
 		{"missing path", "fs_write", map[string]any{"content": "x"}, true, "invalid_field: field path: missing"},
 		{"no arguments", "fs_delete", nil, true, "invalid_field: field path: missing"},

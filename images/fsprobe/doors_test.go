@@ -89,7 +89,12 @@ func TestDoorsAgainstGuard(t *testing.T) {
 		if req["path"] == "" {
 			return fsguard.Result{}, fmt.Errorf("invalid_field: field path: missing")
 		}
-		return g.Write(req["path"], []byte(req["content"]), req["mode"])
+		res, err := g.Write(req["path"], []byte(req["content"]), req["mode"])
+		if ref := (*fsguard.Refusal)(nil); errors.As(err, &ref) && ref.Reason == fsguard.ReasonApproval {
+			// What fs answers for an ask path when it has no operator key (fsguard.Apply).
+			err = &fsguard.Refusal{Reason: fsguard.ReasonUnavailable, Message: "no approval gate"}
+		}
+		return res, err
 	})
 	p := probe{api: api, mcp: mcpURL, ws: ws, maxFile: 4096}
 	for _, r := range sidedoor.TryAll(context.Background(), p.fsDoors(), 1) {

@@ -30,6 +30,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/kms/custody"
 	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
@@ -43,6 +44,7 @@ const DefaultSecretsDir = "/etc/sharness/secrets"
 
 type config struct {
 	policyDir, secretsDir, listen string
+	auditDir                      string // the folder of audit.jsonl, on kms's own volume
 	requireHygiene                bool
 	hygiene                       hygiene.Report
 
@@ -62,6 +64,7 @@ func main() {
 	cfg := config{policyDir: session.PolicyDir, hygiene: hygiene.Harden()}
 	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_KMS_LISTEN"), ":8443"), "address of the mTLS listener (env SHARNESS_AI_KMS_LISTEN)")
 	flag.StringVar(&cfg.secretsDir, "secrets-dir", cmp.Or(os.Getenv("SHARNESS_AI_KMS_SECRETS_DIR"), DefaultSecretsDir), "folder of <name>.sealed files, read at each call (env SHARNESS_AI_KMS_SECRETS_DIR)")
+	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on kms's own volume (env "+audit.EnvDir+")")
 	flag.BoolVar(&cfg.requireHygiene, "require-hygiene", os.Getenv("SHARNESS_AI_KMS_REQUIRE_HYGIENE") == "1", "refuse to start when any memory-hygiene measure is degraded (env SHARNESS_AI_KMS_REQUIRE_HYGIENE=1)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -90,9 +93,14 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) er
 		defer s.Close()
 		src = s
 	}
+	record, err := audit.OpenComponent(cfg.auditDir, src, c.Name, m.Hash)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	defer record.Finish(log) // last: after the server's shutdown, the last calls are in
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := custody.New(custody.Config{Manifest: m, Self: c.Name, SecretsDir: cfg.secretsDir, Hygiene: cfg.hygiene, Log: log, OnDestroy: cancel})
+	srv, err := custody.New(custody.Config{Manifest: m, Self: c.Name, SecretsDir: cfg.secretsDir, Hygiene: cfg.hygiene, Log: log, Audit: record, OnDestroy: cancel})
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}

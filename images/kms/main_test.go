@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/kms"
 	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
@@ -53,9 +55,9 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	dir, auditDir := t.TempDir(), t.TempDir()
 	out, stdout := io.Pipe()
-	cfg := config{policyDir: fixture, secretsDir: dir, hygiene: hygiene.Report{"mlockall": "ok"},
+	cfg := config{policyDir: fixture, secretsDir: dir, auditDir: auditDir, hygiene: hygiene.Report{"mlockall": "ok"},
 		source: testIdentity{ca.SVID(t, "kms"), ca.Bundle()}, listener: ln}
 	done := make(chan error, 1)
 	go func() { done <- run(context.Background(), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), stdout) }()
@@ -94,6 +96,23 @@ func TestRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after destroy")
 	}
+	// Every call is in the audit log, which ends with its shutdown checkpoint.
+	f, err := os.Open(filepath.Join(auditDir, audit.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []audit.Event
+	if _, err := audit.Scan(f, &audit.Trust{CA: ca.Cert(), Policy: m.Hash, Component: "kms"}, func(e audit.Entry) { got = append(got, e.Event) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []audit.Event{
+		{Action: "unwrap", Decision: "allow", Caller: "llm", Destination: "api-key"},
+		{Action: "destroy", Decision: "allow", Caller: "llm"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit events (-want +got):\n%s", diff)
+	}
 }
 
 func TestRunRefuses(t *testing.T) {
@@ -104,6 +123,7 @@ func TestRunRefuses(t *testing.T) {
 	}{
 		{"not kms", "net", nil, "is kind net, not kms"},
 		{"no Workload API", "kms", func(c *config, _ *mtlstest.CA) { c.source = nil }, "missing SVID"},
+		{"no audit folder", "kms", func(c *config, _ *mtlstest.CA) { c.auditDir = filepath.Join(c.auditDir, "missing") }, "refusing to start: no audit folder"},
 		{"hygiene required", "kms", func(c *config, _ *mtlstest.CA) {
 			c.requireHygiene, c.hygiene = true, hygiene.Report{"mlockall": "degraded: EPERM"}
 		}, "-require-hygiene and degraded: mlockall"},
@@ -114,7 +134,7 @@ func TestRunRefuses(t *testing.T) {
 			ca := mtlstest.NewCA(t, m.TrustDomain)
 			ln, _ := net.Listen("tcp", "127.0.0.1:0")
 			defer ln.Close()
-			cfg := config{policyDir: fixture, secretsDir: t.TempDir(), source: testIdentity{ca.SVID(t, "kms"), ca.Bundle()}, listener: ln}
+			cfg := config{policyDir: fixture, secretsDir: t.TempDir(), auditDir: t.TempDir(), source: testIdentity{ca.SVID(t, "kms"), ca.Bundle()}, listener: ln}
 			if tc.cfg != nil {
 				tc.cfg(&cfg, ca)
 			}

@@ -25,6 +25,7 @@ type identities struct {
 	caSHA256    string // hex SHA-256 of caDER, for the session's audit record
 	notAfter    time.Time
 	svids       map[string]svid // by role
+	self        svid            // the launcher's own, for its audit log; never served
 }
 
 // svid is one role's X.509 SVID, as the Workload API sends it.
@@ -35,7 +36,8 @@ type svid struct {
 }
 
 // issue makes the session CA (P-256, path length 0, valid for length), issues an SVID to every
-// component of m except self, and destroys the CA key. Nothing is written anywhere.
+// component of m, self included (it signs the launcher's audit log and is served to no one),
+// and destroys the CA key. Nothing is written anywhere.
 func issue(m *pbp.Manifest, self string, length time.Duration, now time.Time) (*identities, error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -66,14 +68,15 @@ func issue(m *pbp.Manifest, self string, length time.Duration, now time.Time) (*
 	sum := sha256.Sum256(caDER)
 	ids := &identities{trustDomain: td.String(), caDER: caDER, caSHA256: hex.EncodeToString(sum[:]), notAfter: ca.NotAfter, svids: map[string]svid{}}
 	for _, c := range m.Components {
-		if c.Name == self {
-			continue
-		}
 		s, err := leaf(c, ca, caKey, now)
 		if err != nil {
 			return nil, fmt.Errorf("issue SVID for %s: %w", c.Name, err)
 		}
-		ids.svids[c.Name] = s
+		if c.Name == self {
+			ids.self = s
+		} else {
+			ids.svids[c.Name] = s
+		}
 	}
 	return ids, nil
 }

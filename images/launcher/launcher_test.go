@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -38,6 +39,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -71,6 +73,7 @@ func testConfig(t *testing.T, m *pbp.Manifest, log io.Writer) config {
 		policyDir:     fixture,
 		identityRoot:  root,
 		sessionLength: time.Hour,
+		auditDir:      t.TempDir(),
 		getenv:        func(k string) string { return env[k] },
 		log:           slog.New(slog.NewJSONHandler(log, nil)),
 	}
@@ -174,6 +177,7 @@ func TestServe(t *testing.T) {
 	if !strings.Contains(log.String(), `"session_ca_sha256":"`+caSum+`"`) {
 		t.Errorf("log does not record session_ca_sha256 %s:\n%s", caSum, log.String())
 	}
+	checkRecord(t, m, cfg.auditDir, caSum)
 	for _, line := range strings.Split(strings.TrimSpace(log.String()), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Errorf("log line is not JSON: %s", line)
@@ -429,7 +433,9 @@ func TestNoCAKeyRetained(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for role, s := range ids.svids {
+	all := maps.Clone(ids.svids)
+	all["launcher"] = ids.self // its own, for its audit log
+	for role, s := range all {
 		key, err := x509.ParsePKCS8PrivateKey(s.keyDER)
 		if err != nil {
 			t.Fatal(err)
@@ -517,7 +523,7 @@ func mkdir(t *testing.T, root, role string) string {
 }
 
 func TestParse(t *testing.T) {
-	env := map[string]string{envSessionLength: "2h", envIdentityRoot: "/env/root"}
+	env := map[string]string{envSessionLength: "2h", envIdentityRoot: "/env/root", audit.EnvDir: "/env/audit"}
 	getenv := func(k string) string { return env[k] }
 	for _, tc := range []struct {
 		name    string
@@ -525,8 +531,8 @@ func TestParse(t *testing.T) {
 		want    config
 		wantErr string
 	}{
-		{"env", nil, config{policyDir: session.PolicyDir, identityRoot: "/env/root", sessionLength: 2 * time.Hour}, ""},
-		{"flags win", []string{"health", "--identity-root", "/f", "--session-length", "1h", "--policy-dir", "/p"}, config{verb: "health", policyDir: "/p", identityRoot: "/f", sessionLength: time.Hour}, ""},
+		{"env", nil, config{policyDir: session.PolicyDir, identityRoot: "/env/root", sessionLength: 2 * time.Hour, auditDir: "/env/audit"}, ""},
+		{"flags win", []string{"health", "--identity-root", "/f", "--session-length", "1h", "--policy-dir", "/p", "--audit-dir", "/a"}, config{verb: "health", policyDir: "/p", identityRoot: "/f", sessionLength: time.Hour, auditDir: "/a"}, ""},
 		{"unknown verb", []string{"serve"}, config{}, "unknown command"},
 		{"extra args", []string{"health", "--policy-dir", "/p", "x"}, config{}, "unexpected arguments"},
 		{"too short", []string{"--session-length", "1s"}, config{}, "session length"},
@@ -545,10 +551,10 @@ func TestParse(t *testing.T) {
 				t.Fatal(err)
 			}
 			type view struct {
-				verb, policyDir, identityRoot string
-				length                        time.Duration
+				verb, policyDir, identityRoot, auditDir string
+				length                                  time.Duration
 			}
-			g, w := view{got.verb, got.policyDir, got.identityRoot, got.sessionLength}, view{tc.want.verb, tc.want.policyDir, tc.want.identityRoot, tc.want.sessionLength}
+			g, w := view{got.verb, got.policyDir, got.identityRoot, got.auditDir, got.sessionLength}, view{tc.want.verb, tc.want.policyDir, tc.want.identityRoot, tc.want.auditDir, tc.want.sessionLength}
 			if g != w {
 				t.Errorf("parse = %+v, want %+v", g, w)
 			}

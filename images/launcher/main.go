@@ -15,8 +15,10 @@
 //
 // Flags > environment > defaults: --policy-dir (SHARNESS_AI_POLICY_DIR, /etc/sharness/policy),
 // --identity-root (SHARNESS_AI_IDENTITY_ROOT, /run/sharness/identity), --session-length
-// (SHARNESS_AI_SESSION_LENGTH, 24h). The policy hash and component name come from
-// SHARNESS_AI_POLICY_HASH (or SHARNESS_AI_POLICY_KEY) and SHARNESS_AI_COMPONENT.
+// (SHARNESS_AI_SESSION_LENGTH, 24h), --audit-dir (SHARNESS_AI_AUDIT_DIR, /var/log/sharness: its
+// audit log, opened with its own SVID; no audit folder, no session). The policy hash and
+// component name come from SHARNESS_AI_POLICY_HASH (or SHARNESS_AI_POLICY_KEY) and
+// SHARNESS_AI_COMPONENT.
 //
 // Exit codes: 0 stopped on a signal, or healthy; 1 failed, or unhealthy; 2 refused to start (the
 // policy, or a usage error), with one line on stderr saying why.
@@ -36,6 +38,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/session"
 )
 
@@ -57,6 +60,7 @@ type config struct {
 	policyDir     string
 	identityRoot  string
 	sessionLength time.Duration
+	auditDir      string // the folder of the launcher's audit log, on its own volume
 	getenv        func(string) string
 	log           *slog.Logger
 }
@@ -108,6 +112,7 @@ func parse(args []string, getenv func(string) string) (config, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&cfg.policyDir, "policy-dir", cmp.Or(getenv(envPolicyDir), session.PolicyDir), "folder holding manifest.yaml")
 	fs.StringVar(&cfg.identityRoot, "identity-root", cmp.Or(getenv(envIdentityRoot), defaultIdentityRoot), "folder holding one identity volume per role")
+	fs.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(getenv(audit.EnvDir), audit.DefaultDir), "folder of the launcher's audit log, on its own volume")
 	length := fs.String("session-length", cmp.Or(getenv(envSessionLength), "24h"), "validity of the session CA and every SVID")
 	if err := fs.Parse(args); err != nil {
 		return cfg, &refusal{err}

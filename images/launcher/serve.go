@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -25,12 +28,13 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("issue session identities: %w", err)
 	}
-	var roles []string
-	for _, c := range m.Components {
-		if c.Name != self.Name {
-			roles = append(roles, c.Name)
-		}
+	// No role gets an SVID before the session is on record (fail closed).
+	record, err := openRecord(cfg.auditDir, ids, self.Name, m.Hash)
+	if err != nil {
+		return &refusal{fmt.Errorf("refusing to start: %w", err)}
 	}
+	defer record.Finish(cfg.log)
+	roles := slices.Sorted(maps.Keys(ids.svids))
 	var servers []*grpc.Server
 	defer func() {
 		// Stop, not GracefulStop: Fetch streams stay open until their clients leave.
@@ -54,13 +58,17 @@ func run(ctx context.Context, cfg config) error {
 
 	expiry := time.NewTimer(time.Until(ids.notAfter))
 	defer expiry.Stop()
+	stop := audit.Event{Action: "session_stop", Decision: "stopped", Reason: "signal"}
 	select {
 	case <-ctx.Done():
 		cfg.log.Info("session stopped", "session_ca_sha256", ids.caSHA256)
-		return nil
 	case <-expiry.C:
-		return fmt.Errorf("session expired at %s: start a new session", ids.notAfter.UTC().Format(time.RFC3339))
-	case err := <-errc:
-		return err
+		err = fmt.Errorf("session expired at %s: start a new session", ids.notAfter.UTC().Format(time.RFC3339))
+	case err = <-errc:
 	}
+	if err != nil {
+		stop.Decision, stop.Reason = "failed", err.Error()
+	}
+	record.Record(cfg.log, stop)
+	return err
 }

@@ -22,9 +22,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/messages"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/netdial"
@@ -38,7 +40,8 @@ type config struct {
 	listen    string // the agent edge
 	net       string // net's mTLS proxy listener
 	kms       string // kms's base URL
-	unsafeCA  string // a PEM CA the upstream may chain to; offline test worlds only
+	unsafeCA  string // PEM of a CA the upstream may chain to; offline test worlds only
+	auditDir  string // the folder of audit.jsonl, on llm's own volume
 }
 
 func main() {
@@ -46,7 +49,9 @@ func main() {
 	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_LLM_LISTEN"), ":8080"), "address of the Messages API listener for the agent (env SHARNESS_AI_LLM_LISTEN)")
 	flag.StringVar(&cfg.net, "net", cmp.Or(os.Getenv("SHARNESS_AI_LLM_NET"), "net:3129"), "net's mTLS proxy listener (env SHARNESS_AI_LLM_NET)")
 	flag.StringVar(&cfg.kms, "kms", cmp.Or(os.Getenv("SHARNESS_AI_LLM_KMS"), "https://kms:8443"), "kms's base URL (env SHARNESS_AI_LLM_KMS)")
-	flag.StringVar(&cfg.unsafeCA, "unsafe-ca-for-tests", os.Getenv("SHARNESS_AI_LLM_UNSAFE_CA_FOR_TESTS"), "PEM file of an extra CA the upstream may chain to, for an offline test world only (env SHARNESS_AI_LLM_UNSAFE_CA_FOR_TESTS)")
+	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on llm's own volume (env "+audit.EnvDir+")")
+	// By environment only: a file would need a mount the compiled policy does not list.
+	cfg.unsafeCA = os.Getenv("SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -78,13 +83,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	if cfg.unsafeCA != "" {
-		log.Warn("UNSAFE: the upstream may chain to an extra CA; this is for an offline test world only", "ca", cfg.unsafeCA)
+		log.Warn("UNSAFE: the upstream may chain to an extra CA (SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS); this is for an offline test world only")
 	}
 	src, err := mtls.Source(ctx) // llm has no way out without its identity: fail closed
 	if err != nil {
 		return err
 	}
 	defer src.Close()
+	record, err := audit.OpenComponent(cfg.auditDir, src, c.Name, m.Hash)
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	defer record.Finish(log) // after the server's shutdown: the last requests are in
 	netName, err := peerOfKind(m, c.Name, pbp.KindNet)
 	if err != nil {
 		return err
@@ -106,6 +116,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	s := newServer(rules, filter, keySrc, netdial.Transport(netdial.Through(cfg.net, netTLS), pool), log)
+	s.audit, s.caller = record, strings.Join(c.AcceptFrom, ",")
 
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {

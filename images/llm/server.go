@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/messages"
 )
 
@@ -43,7 +44,9 @@ type server struct {
 	upstream *url.URL
 	client   *http.Client
 	log      *slog.Logger
-	spent    atomic.Int64 // session tokens used so far
+	audit    *audit.Writer // the record; nil in tests that do not read it
+	caller   string        // the components on llm's edges: the network is the identity
+	spent    atomic.Int64  // session tokens used so far
 }
 
 func newServer(rules *messages.Rules, f secretFilter, src KeySource, rt http.RoundTripper, log *slog.Logger) *server {
@@ -67,7 +70,7 @@ var (
 // record is the one audit line of a request; it never holds content or keys.
 type record struct {
 	method, path, model, reason, requestID string
-	stream, redacted                       bool
+	stream, redacted, denied               bool
 	status                                 int
 	usage                                  messages.Usage
 	tools, hits, where                     []string
@@ -83,6 +86,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"cache_read_tokens", rec.usage.CacheRead, "output_tokens", rec.usage.Output,
 			"tools", rec.tools, "filter_hits", rec.hits, "filter_where", rec.where, "redacted", rec.redacted,
 			"request_id", rec.requestID, "spent", s.spent.Load(), "duration_ms", time.Since(start).Milliseconds())
+		s.audit.Record(s.log, rec.event(s.caller, s.spent.Load()))
 	}()
 	p := r.URL.Path
 	switch {
@@ -247,11 +251,26 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, ke
 }
 
 func (s *server) refuse(w http.ResponseWriter, rec *record, ref *messages.Refusal) {
-	rec.status, rec.reason = ref.Status, string(ref.Reason)
+	rec.status, rec.reason, rec.denied = ref.Status, string(ref.Reason), true
 	w.Header().Set("content-type", "application/json")
 	w.Header().Set("x-sharness-deny", string(ref.Reason))
 	w.WriteHeader(ref.Status)
 	_, _ = w.Write(messages.ErrorBody(ref.Type, ref.Message))
+}
+
+// event is the request's audit line: the verdict and why, the model, what the filter found (rule
+// names) and the tokens used. Never content, and never a key.
+func (r *record) event(caller string, spent int64) audit.Event {
+	e := audit.Event{Action: "request", Decision: "allow", Reason: r.reason, Caller: caller, Destination: r.method + " " + r.path,
+		Fields: map[string]string{"model": r.model, "stream": strconv.FormatBool(r.stream), "status": strconv.Itoa(r.status),
+			"input_tokens": strconv.FormatInt(r.usage.Input, 10), "output_tokens": strconv.FormatInt(r.usage.Output, 10),
+			"cache_creation_tokens": strconv.FormatInt(r.usage.CacheCreation, 10), "cache_read_tokens": strconv.FormatInt(r.usage.CacheRead, 10),
+			"spent_tokens": strconv.FormatInt(spent, 10), "tools": strings.Join(r.tools, ","), "filter_hits": strings.Join(r.hits, ","), "filter_where": strings.Join(r.where, ","),
+			"redacted": strconv.FormatBool(r.redacted), "request_id": r.requestID}}
+	if r.denied {
+		e.Decision = "deny"
+	}
+	return e
 }
 
 func truncate(s string, n int) string {

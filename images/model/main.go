@@ -2,9 +2,10 @@
 // deterministic Messages API that stands in for api.anthropic.com on the offline world's egress
 // network, and records every request that reaches it.
 //
-// It serves HTTPS (HTTP/1.1 and h2) on :443 for api.anthropic.com with a leaf from a throwaway
-// CA made at start (internal/testca), whose certificate it writes to $MODEL_CA_DIR/ca.pem once
-// it listens; llm trusts it through SHARNESS_AI_LLM_UNSAFE_CA_FOR_TESTS. Endpoints:
+// It serves HTTPS (HTTP/1.1 and h2) on :443 for api.anthropic.com with the leaf the harness made
+// (hack/worldca, internal/testca) and handed it in MODEL_TLS_CERT (the chain, ending with the
+// throwaway CA) and MODEL_TLS_KEY; llm trusts that CA through
+// SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS. Endpoints:
 // POST /v1/messages (JSON, or SSE with "stream": true), POST /v1/messages/count_tokens and
 // GET /v1/models; anything else is 404 not_found_error. Every request needs a key (x-api-key,
 // or Authorization: Bearer; else 401 authentication_error; with MODEL_EXPECT_KEY_SHA256 set,
@@ -51,11 +52,11 @@
 // Usage:
 //
 //	sharness-model          serve (the container's entrypoint)
-//	sharness-model health   the healthcheck: ca.pem verifies a TLS handshake on the API port
+//	sharness-model health   the healthcheck: the CA verifies a TLS handshake on the API port
 //
-// Environment (no flags, like the world's): MODEL_LISTEN (":443"), MODEL_RECORD_LISTEN
-// (":8099"), MODEL_CA_DIR ("/model-ca"), MODEL_EXPECT_KEY_SHA256 (64 hex digits; unset accepts
-// any key).
+// Environment (no flags, like the world's): MODEL_TLS_CERT and MODEL_TLS_KEY (PEM, required; the
+// leaf must be valid for api.anthropic.com), MODEL_LISTEN (":443"), MODEL_RECORD_LISTEN (":8099"),
+// MODEL_EXPECT_KEY_SHA256 (64 hex digits; unset accepts any key).
 //
 // Exit codes: 0 stopped on a signal, or healthy; 1 failed, or unhealthy; 2 usage error.
 package main
@@ -74,7 +75,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -86,9 +86,11 @@ import (
 const apiHost = "api.anthropic.com"
 
 type config struct {
-	listen, recordListen, caDir string
-	keyHash                     []byte // nil: any key
-	health                      bool
+	listen, recordListen string
+	cert                 tls.Certificate // the API's leaf
+	ca                   *x509.CertPool  // the CA that signed it, for the healthcheck
+	keyHash              []byte          // nil: any key
+	health               bool
 }
 
 func main() {
@@ -114,9 +116,13 @@ func main() {
 // configFrom reads the environment, then defaults, and the one optional argument.
 func configFrom(args []string, getenv func(string) string) (config, error) {
 	cfg := config{listen: cmp.Or(getenv("MODEL_LISTEN"), ":443"), recordListen: cmp.Or(getenv("MODEL_RECORD_LISTEN"), ":8099"),
-		caDir: cmp.Or(getenv("MODEL_CA_DIR"), "/model-ca"), health: slices.Equal(args, []string{"health"})}
+		health: slices.Equal(args, []string{"health"})}
 	if len(args) != 0 && !cfg.health {
 		return config{}, fmt.Errorf("unknown arguments %q (usage: sharness-model [health])", args)
+	}
+	var err error
+	if cfg.cert, cfg.ca, err = testca.Leaf(getenv("MODEL_TLS_CERT"), getenv("MODEL_TLS_KEY"), []string{apiHost}, time.Now()); err != nil {
+		return config{}, fmt.Errorf("MODEL_TLS_CERT, MODEL_TLS_KEY: %w (the harness makes them: hack/worldca)", err)
 	}
 	if h := getenv("MODEL_EXPECT_KEY_SHA256"); h != "" {
 		b, err := hex.DecodeString(h)
@@ -128,8 +134,8 @@ func configFrom(args []string, getenv func(string) string) (config, error) {
 	return cfg, nil
 }
 
-// run opens both listeners, writes the CA certificate (so a reader of ca.pem can connect),
-// serves the API and the record, and on ctx's end shuts both down, letting streams finish.
+// run opens both listeners, serves the API and the record, and on ctx's end shuts both down,
+// letting streams finish.
 func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	var lns []net.Listener
 	for _, addr := range []string{cfg.listen, cfg.recordListen} {
@@ -141,22 +147,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		lns = append(lns, l)
 	}
 	apiLn, recLn := lns[0], lns[1]
-	cert, caPEM, err := testca.Issue("sharness-model throwaway CA", []string{apiHost}, time.Now())
-	if err != nil {
-		return err
-	}
-	if err := testca.WriteAtomic(cfg.caDir, "ca.pem", caPEM); err != nil {
-		return err
-	}
 	rec, errLog := &recorder{entries: []*entry{}, maxEntries: 256, maxLen: 32 << 20}, slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	// No WriteTimeout: it would cut long streams (DESIGN.md §10).
 	apiSrv := &http.Server{Handler: &api{keyHash: cfg.keyHash, rec: rec, log: log}, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, ErrorLog: errLog, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
+		IdleTimeout: 2 * time.Minute, ErrorLog: errLog, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cfg.cert}, MinVersion: tls.VersionTLS12}}
 	recSrv := &http.Server{Handler: rec.handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}
 	errc := make(chan error, 2)
 	go func() { errc <- apiSrv.ServeTLS(apiLn, "", "") }()
 	go func() { errc <- recSrv.Serve(recLn) }()
-	log.Info("sharness-model serving", "api", apiLn.Addr().String(), "record", recLn.Addr().String(), "ca", filepath.Join(cfg.caDir, "ca.pem"), "key_pinned", cfg.keyHash != nil)
+	log.Info("sharness-model serving", "api", apiLn.Addr().String(), "record", recLn.Addr().String(), "key_pinned", cfg.keyHash != nil)
+	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -166,16 +166,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	return errors.Join(err, apiSrv.Shutdown(sctx), recSrv.Shutdown(sctx))
 }
 
-// health succeeds once ca.pem holds the CA of the server answering TLS on the API port.
+// health succeeds once the server answering TLS on the API port chains to the handed-over CA.
 func health(ctx context.Context, cfg config) error {
-	pemBytes, err := os.ReadFile(filepath.Join(cfg.caDir, "ca.pem"))
-	pool := x509.NewCertPool()
-	if err != nil || !pool.AppendCertsFromPEM(pemBytes) {
-		return fmt.Errorf("unhealthy: no CA certificate in %s (%v)", cfg.caDir, err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	d := tls.Dialer{Config: &tls.Config{ServerName: apiHost, RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	d := tls.Dialer{Config: &tls.Config{ServerName: apiHost, RootCAs: cfg.ca, MinVersion: tls.VersionTLS12}}
 	c, err := d.DialContext(ctx, "tcp", cfg.listen) // ":443" dials this host
 	if err != nil {
 		return fmt.Errorf("unhealthy: %w", err)

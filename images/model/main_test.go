@@ -5,15 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +20,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/sharness-ai/sharness/internal/testca"
 )
@@ -29,6 +28,22 @@ import (
 func TestConfigFrom(t *testing.T) {
 	sum := sha256.Sum256([]byte(testKey))
 	keyHex := hex.EncodeToString(sum[:])
+	leaf, err := testca.IssuePEM("test CA", []string{apiHost}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testca.IssuePEM("test CA", []string{"example.test"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := map[string]string{"MODEL_TLS_CERT": leaf.Chain, "MODEL_TLS_KEY": leaf.Key}
+	with := func(kv ...string) map[string]string {
+		env := maps.Clone(base)
+		for i := 0; i < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
 	tests := []struct {
 		name    string
 		args    []string
@@ -36,19 +51,21 @@ func TestConfigFrom(t *testing.T) {
 		want    config
 		wantErr string
 	}{
-		{"defaults", nil, nil, config{listen: ":443", recordListen: ":8099", caDir: "/model-ca"}, ""},
-		{"environment", nil, map[string]string{"MODEL_LISTEN": ":1443", "MODEL_RECORD_LISTEN": ":1", "MODEL_CA_DIR": "/x", "MODEL_EXPECT_KEY_SHA256": keyHex},
-			config{listen: ":1443", recordListen: ":1", caDir: "/x", keyHash: sum[:]}, ""},
-		{"upper-case hex", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": strings.ToUpper(keyHex)},
-			config{listen: ":443", recordListen: ":8099", caDir: "/model-ca", keyHash: sum[:]}, ""},
-		{"health", []string{"health"}, map[string]string{"MODEL_LISTEN": ":1443"},
-			config{listen: ":1443", recordListen: ":8099", caDir: "/model-ca", health: true}, ""},
-		{"short hash", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": keyHex[:62]}, config{}, "is not 64 hex digits"},
-		{"not hex", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": "z" + keyHex[1:]}, config{}, "is not 64 hex digits"},
-		{"the key itself", nil, map[string]string{"MODEL_EXPECT_KEY_SHA256": testKey}, config{}, "is not 64 hex digits"},
-		{"unknown verb", []string{"serve"}, nil, config{}, "unknown arguments"},
-		{"a flag", []string{"-listen", ":1"}, nil, config{}, "unknown arguments"},
-		{"health and more", []string{"health", "now"}, nil, config{}, "unknown arguments"},
+		{"defaults", nil, base, config{listen: ":443", recordListen: ":8099"}, ""},
+		{"environment", nil, with("MODEL_LISTEN", ":1443", "MODEL_RECORD_LISTEN", ":1", "MODEL_EXPECT_KEY_SHA256", keyHex),
+			config{listen: ":1443", recordListen: ":1", keyHash: sum[:]}, ""},
+		{"upper-case hex", nil, with("MODEL_EXPECT_KEY_SHA256", strings.ToUpper(keyHex)),
+			config{listen: ":443", recordListen: ":8099", keyHash: sum[:]}, ""},
+		{"health", []string{"health"}, with("MODEL_LISTEN", ":1443"),
+			config{listen: ":1443", recordListen: ":8099", health: true}, ""},
+		{"no certificate", nil, nil, config{}, "MODEL_TLS_CERT, MODEL_TLS_KEY: no certificate"},
+		{"a leaf for another host", nil, map[string]string{"MODEL_TLS_CERT": other.Chain, "MODEL_TLS_KEY": other.Key}, config{}, "leaf for api.anthropic.com"},
+		{"short hash", nil, with("MODEL_EXPECT_KEY_SHA256", keyHex[:62]), config{}, "is not 64 hex digits"},
+		{"not hex", nil, with("MODEL_EXPECT_KEY_SHA256", "z"+keyHex[1:]), config{}, "is not 64 hex digits"},
+		{"the key itself", nil, with("MODEL_EXPECT_KEY_SHA256", testKey), config{}, "is not 64 hex digits"},
+		{"unknown verb", []string{"serve"}, base, config{}, "unknown arguments"},
+		{"a flag", []string{"-listen", ":1"}, base, config{}, "unknown arguments"},
+		{"health and more", []string{"health", "now"}, base, config{}, "unknown arguments"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,17 +79,30 @@ func TestConfigFrom(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(config{})); diff != "" {
+			if got.cert.Leaf == nil || got.ca == nil {
+				t.Errorf("config without the leaf or its CA")
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(config{}), cmpopts.IgnoreFields(config{}, "cert", "ca")); diff != "" {
 				t.Errorf("config (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-// TestRun runs the binary's server on loopback: the SDK over TLS trusting only ca.pem, the
-// record on its own listener, the healthcheck, and a clean stop.
+// TestRun runs the binary's server on loopback: the SDK over TLS trusting only the handed-over
+// CA, the record on its own listener, the healthcheck, and a clean stop.
 func TestRun(t *testing.T) {
-	cfg := config{listen: "127.0.0.1:0", recordListen: "127.0.0.1:0", caDir: t.TempDir()}
+	leaf, err := testca.IssuePEM("test CA", []string{apiHost}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := configFrom(nil, func(k string) string {
+		return map[string]string{"MODEL_LISTEN": "127.0.0.1:0", "MODEL_RECORD_LISTEN": "127.0.0.1:0",
+			"MODEL_TLS_CERT": leaf.Chain, "MODEL_TLS_KEY": leaf.Key}[k]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	logs, done := &syncBuffer{}, make(chan error, 1)
 	go func() { done <- run(ctx, cfg, slog.New(slog.NewJSONHandler(logs, nil))) }()
@@ -105,12 +135,7 @@ func TestRun(t *testing.T) {
 	if err := health(ctx, cfg); err != nil {
 		t.Fatalf("health once serving: %v", err)
 	}
-	pemBytes, err := os.ReadFile(filepath.Join(cfg.caDir, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pemBytes)
+	pool := cfg.ca
 	// The SDK dials api.anthropic.com, which only the loopback listener answers here.
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true,
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -141,18 +166,14 @@ func TestRun(t *testing.T) {
 	if err := json.Unmarshal(b, &r); err != nil || len(r.Requests) != 1 || !strings.Contains(r.Requests[0].Body, "over TLS") {
 		t.Errorf("record = %s, %v; want the one request", b, err)
 	}
-	// A stale CA (another run's) or no certificate at all fails the healthcheck.
-	_, stale, err := testca.Issue("stale", []string{apiHost}, time.Now())
+	// A CA that did not sign the server's leaf fails the healthcheck.
+	stale, err := testca.IssuePEM("stale", []string{apiHost}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range [][]byte{stale, []byte("not a certificate")} {
-		if err := testca.WriteAtomic(cfg.caDir, "ca.pem", bad); err != nil {
-			t.Fatal(err)
-		}
-		if err := health(ctx, cfg); err == nil {
-			t.Errorf("health passed with ca.pem = %.40q", bad)
-		}
+	_, cfg.ca, _ = testca.Leaf(stale.Chain, stale.Key, nil, time.Now())
+	if err := health(ctx, cfg); err == nil {
+		t.Error("health passed with another CA")
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/egress"
 	"github.com/sharness-ai/sharness/internal/egress/proxy"
 	"github.com/sharness-ai/sharness/internal/egress/resolve"
@@ -40,6 +41,7 @@ type config struct {
 	upstream           string // http://[user:pass@]host:port of a proxy to chain through
 	brake              string // requests per second per caller / burst
 	unsafeAllowAddrs   string // special addresses a test world may use, comma-separated; never in production
+	auditDir           string // the folder of audit.jsonl, on net's own volume
 }
 
 func main() {
@@ -49,6 +51,7 @@ func main() {
 	flag.StringVar(&cfg.resolver, "resolver", os.Getenv("SHARNESS_AI_NET_RESOLVER"), "DNS server ip:port (env SHARNESS_AI_NET_RESOLVER; default: the system's)")
 	flag.StringVar(&cfg.upstream, "upstream-proxy", os.Getenv("SHARNESS_AI_NET_UPSTREAM_PROXY"), "chain through this http:// proxy (env SHARNESS_AI_NET_UPSTREAM_PROXY)")
 	flag.StringVar(&cfg.brake, "rate-per-caller", cmp.Or(os.Getenv("SHARNESS_AI_NET_RATE_PER_CALLER"), defaultLimits.brake.String()), "the flood brake: each caller's requests per second / burst; over it, 429 (env SHARNESS_AI_NET_RATE_PER_CALLER)")
+	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on net's own volume (env "+audit.EnvDir+")")
 	flag.StringVar(&cfg.unsafeAllowAddrs, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly these special-range IPs (comma-separated) from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -81,8 +84,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	var tlsConf *tls.Config
+	var record *audit.Writer
 	if os.Getenv(mtls.EnvEndpointSocket) == "" {
-		log.Warn("mTLS listener off: no SPIFFE Workload API ("+mtls.EnvEndpointSocket+" is unset)", "addr", cfg.mtlsListen)
+		log.Warn("mTLS listener and audit log off: no SPIFFE Workload API ("+mtls.EnvEndpointSocket+" is unset)", "addr", cfg.mtlsListen)
 	} else {
 		src, err := mtls.Source(ctx) // set but unusable: stop (fail closed)
 		if err != nil {
@@ -90,6 +94,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 		defer src.Close()
 		tlsConf = mtls.ServerConfig(src, src, m, c.Name)
+		if record, err = audit.OpenComponent(cfg.auditDir, src, c.Name, m.Hash); err != nil {
+			return fmt.Errorf("refusing to start: %w", err)
+		}
+		defer record.Finish(log) // after the server's shutdown: the last decisions are in
 	}
 	plain, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
@@ -104,6 +112,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// Rate buckets for everyone with an edge into net: only they get past edgeCaller and mTLS.
 	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), resolve.New(cfg.resolver, resolve.DefaultLimits).Lookup, up, lim, log)
+	s.audit = record
 	// Exact addresses only: a range or a name would exempt more than a test world needs. An
 	// IPv4-mapped address counts as its IPv4 address, the form resolve compares.
 	if cfg.unsafeAllowAddrs != "" {
@@ -117,7 +126,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			log.Warn("UNSAFE: a special-range address is exempt from refusal; this is for an offline test world only", "addr", a.Unmap().String())
 		}
 	}
-	log.Info("sharness-net serving", "policy", m.Hash, "listen", cfg.listen, "mtls", tlsConf != nil)
+	log.Info("sharness-net serving", "policy", m.Hash, "listen", cfg.listen, "mtls", tlsConf != nil, "audit", record != nil)
 	s.run(ctx, plain, secure, tlsConf, peerCaller(m))
 	return nil
 }

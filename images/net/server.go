@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"time"
 
 	"golang.org/x/time/rate"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/internal/egress/metrics"
 	"github.com/sharness-ai/sharness/internal/egress/proxy"
 )
 
@@ -50,7 +53,8 @@ type server struct {
 	failKind string   // what a failed dial is called: "dial" or "upstream-proxy"
 	lim      limits
 	log      *slog.Logger
-	met      *metrics
+	met      *metrics.Set
+	audit    *audit.Writer // nil without a Workload API: see audit.Writer.Record
 	tr       *http.Transport
 	slots    chan struct{}            // one per open tunnel
 	buckets  map[string]*rate.Limiter // per caller, read-only
@@ -72,7 +76,7 @@ func newServer(rules *egress.Rules, callers []string, edge func(netip.Addr) (str
 	for _, c := range callers {
 		s.buckets[c] = lim.brake.Limiter()
 	}
-	s.met = newMetrics(s.slots)
+	s.met = metrics.New(func() int { return len(s.slots) })
 	s.dial = (&net.Dialer{Timeout: lim.dialTimeout}).DialContext
 	s.tr = &http.Transport{DialContext: proxy.CheckedDialer(s.dial, upstream, lim.Idle), DisableCompression: true, MaxIdleConnsPerHost: 64,
 		IdleConnTimeout: lim.KeepAlive, ResponseHeaderTimeout: lim.Idle, MaxResponseHeaderBytes: 64 << 10}
@@ -121,7 +125,7 @@ func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, calle
 		if req == nil {
 			s.refuse(c, rec, status, d)
 		} else {
-			keep = s.handle(c, br, req, rec, known, secure)
+			rec.method, keep = req.Method, s.handle(c, br, req, rec, known, secure)
 		}
 		s.record(rec)
 		return keep
@@ -133,7 +137,7 @@ func (s *server) handle(c net.Conn, br *bufio.Reader, req *http.Request, rec *re
 	switch b := s.buckets[rec.caller]; {
 	case secure && req.Method == http.MethodGet && req.URL.Path == "/metrics" && !req.URL.IsAbs():
 		rec.skip = true
-		s.met.serve(c, s.lim.Header)
+		s.met.Serve(c, s.lim.Header)
 	case !known:
 		s.refuse(c, rec, http.StatusForbidden, egress.Decision{Rule: "no-caller", Reason: "the connection's source is no known caller"})
 	case b != nil && !b.Allow():
@@ -150,13 +154,13 @@ func (s *server) handle(c net.Conn, br *bufio.Reader, req *http.Request, rec *re
 
 // record is one decision and its outcome: the canonical log line.
 type record struct {
-	caller, host string
-	port         uint16
-	d            egress.Decision
-	failure      string // the X-Sharness-Error kind, when an allowed request failed
-	in, out      int64  // bytes to the caller, bytes from the caller
-	start        time.Time
-	skip         bool
+	caller, host, method string
+	port                 uint16
+	d                    egress.Decision
+	failure              string // the X-Sharness-Error kind, when an allowed request failed
+	in, out              int64  // bytes to the caller, bytes from the caller
+	start                time.Time
+	skip                 bool
 }
 
 func (s *server) record(r *record) {
@@ -168,7 +172,25 @@ func (s *server) record(r *record) {
 		slog.Bool("allow", r.d.Allow), slog.String("rule", r.d.Rule), slog.String("reason", r.d.Reason),
 		slog.String("error", r.failure), slog.Int64("bytes_in", r.in), slog.Int64("bytes_out", r.out),
 		slog.Int64("duration_ms", time.Since(r.start).Milliseconds()))
-	s.met.observe(r)
+	s.met.Observe(r.caller, r.d.Allow, r.d.Rule, r.in, r.out)
+	s.audit.Record(s.log, r.event())
+}
+
+// event is the record as its audit line: what was asked, by whom, where to, the verdict and its
+// rule and reason. The host is the caller's words: Record clips it to the format.
+func (r *record) event() audit.Event {
+	e := audit.Event{Action: "egress", Decision: "deny", Reason: r.d.Reason, Caller: r.caller, Destination: r.host,
+		Fields: map[string]string{"rule": r.d.Rule, "method": r.method, "bytes_in": strconv.FormatInt(r.in, 10), "bytes_out": strconv.FormatInt(r.out, 10)}}
+	if r.d.Allow {
+		e.Decision = "allow"
+	}
+	if r.port != 0 {
+		e.Destination = net.JoinHostPort(r.host, strconv.Itoa(int(r.port)))
+	}
+	if r.failure != "" {
+		e.Fields["error"] = r.failure
+	}
+	return e
 }
 
 // refuse answers a refusal: its status, X-Sharness-Deny naming the rule, a one-line body.

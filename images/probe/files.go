@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
@@ -27,7 +26,17 @@ func fileDoors(cfg config) []door {
 		sidedoor.Writable("sys-write", "the container's own limits and kernel settings through sysfs",
 			"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max", "/sys/kernel/mm/transparent_hugepage/enabled"),
 		{Name: "other-identity/other-roles", Expected: "ENOENT|agent only", Why: "another role's SVID socket, hence its identity",
-			Try: otherIdentities},
+			Try: sidedoor.OnlyEntry(identityRoot, "agent")},
+		// Landlock (the runtime shim): what the policy's exec list leaves out cannot run, a file
+		// written to the workspace cannot run (a compose bind cannot be noexec: Landlock alone stops
+		// it), and no TCP port outside
+		// the agent's edges can be dialled, even on loopback (without Landlock: ECONNREFUSED).
+		{Name: "landlock/exec-unlisted", Expected: "EACCES", Why: "an interpreter the image carries but the policy does not list",
+			Try: sidedoor.Exec("/opt/unlisted/sh", "-c", "true")},
+		{Name: "landlock/exec-workspace", Expected: "EACCES", Why: "running a program the agent wrote into the workspace",
+			Try: sidedoor.CopyExec("/bin/busybox", "/workspace", "true")},
+		{Name: "landlock/connect-unlisted-port", Expected: "EACCES", Why: "a TCP port off the agent's edges",
+			Try: func(ctx context.Context) (string, string) { return sidedoor.Dial(ctx, "tcp", "127.0.0.1:1") }},
 		{Name: "other-identity/own-socket", Expected: "agent only|no socket", Why: "an identity other than the agent's from its own socket",
 			Try: ownSVID(cfg.spiffe)},
 	}
@@ -40,22 +49,6 @@ func create(path string) error {
 		os.Remove(path)
 	}
 	return err
-}
-
-// otherIdentities lists the identity folders the agent can see: its own at most.
-func otherIdentities(context.Context) (string, string) {
-	entries, err := os.ReadDir(identityRoot)
-	if err != nil {
-		return sidedoor.Kind(err), identityRoot
-	}
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if slices.ContainsFunc(names, func(n string) bool { return n != "agent" }) {
-		return "other roles visible", strings.Join(names, ", ")
-	}
-	return "agent only", strings.Join(names, ", ")
 }
 
 // ownSVID asks the agent's Workload API socket for every SVID it serves: only the agent's.

@@ -14,7 +14,8 @@
 //
 //	SHARNESS_PROBE_WORLD_ADDR  the world's IPv4 address, for direct attempts
 //	SHARNESS_PROBE_HOST_ADDRS  ip:port,... services on the Docker host the agent must not reach
-//	SHARNESS_PROBE_CA          the world CA's PEM file (default /world-ca/ca.pem)
+//	SHARNESS_PROBE_CA_PEM      the world CA's certificate (PEM), written to a file in $TMPDIR for
+//	                           curl and git: a mounted file would be a mount the policy does not list
 //	HTTPS_PROXY, HTTP_PROXY    net (http://net:3128), as the stack sets them
 //	SPIFFE_ENDPOINT_SOCKET     the agent's Workload API socket, as the stack sets it
 //
@@ -54,7 +55,8 @@ const budget = 85 * time.Second
 type config struct {
 	world            netip.Addr
 	hostAddrs        []netip.AddrPort
-	ca               string
+	ca               string // the world CA's PEM file, once written; "" without one
+	caPEM            string
 	proxy, httpProxy *url.URL
 	spiffe           string
 	resolver         string // ip:53 of the container's resolver
@@ -72,6 +74,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sharness-probe:", err)
 		os.Exit(2)
 	}
+	if cfg.caPEM != "" { // curl and git read the world's CA from a file
+		if cfg.ca, err = sidedoor.TempFile("world-ca-*.pem", cfg.caPEM); err != nil {
+			fmt.Fprintln(os.Stderr, "sharness-probe:", err)
+			os.Exit(2)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	code := run(ctx, cfg, os.Stdout)
 	cancel()
@@ -81,7 +89,7 @@ func main() {
 // configFrom reads the environment; a malformed value is an error, a missing one leaves its
 // doors failing as "not configured".
 func configFrom(getenv func(string) string, resolvConf string) (config, error) {
-	cfg := config{ca: cmp.Or(getenv("SHARNESS_PROBE_CA"), "/world-ca/ca.pem"),
+	cfg := config{caPEM: getenv("SHARNESS_PROBE_CA_PEM"),
 		spiffe: getenv("SPIFFE_ENDPOINT_SOCKET"), resolver: sidedoor.ResolverAddr(resolvConf)}
 	var errs []error
 	var err error

@@ -14,12 +14,13 @@ func TestConfigFrom(t *testing.T) {
 		"https_proxy":               "http://net:3128",
 		"HTTP_PROXY":                "http://net:3128",
 		"SPIFFE_ENDPOINT_SOCKET":    "unix:///run/sharness/identity/agent/agent.sock",
+		"SHARNESS_PROBE_CA_PEM":     "-----BEGIN CERTIFICATE-----",
 	}), "nameserver 127.0.0.11\noptions ndots:0\n")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.world != netip.MustParseAddr("172.30.99.10") || len(cfg.hostAddrs) != 2 || cfg.hostAddrs[1].Port() != 2375 ||
-		cfg.proxy.Host != "net:3128" || cfg.httpProxy.Host != "net:3128" || cfg.ca != "/world-ca/ca.pem" ||
+		cfg.proxy.Host != "net:3128" || cfg.httpProxy.Host != "net:3128" || cfg.caPEM != "-----BEGIN CERTIFICATE-----" ||
 		cfg.resolver != "127.0.0.11:53" || !strings.HasSuffix(cfg.spiffe, "agent.sock") {
 		t.Errorf("configFrom = %+v", cfg)
 	}
@@ -65,18 +66,21 @@ func TestCatalogue(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"ip-literal/decimal":          ruleIPLiteral,
-		"ip-literal/ipv4-mapped":      ruleIPLiteral,
-		"ip-literal/world-address":    ruleIPLiteral,
-		"special-range/private":       "403 special-range:private-use",
-		"special-range/metadata":      "403 special-range:cloud-metadata",
-		"disallowed-port/8443":        "403 port-not-allowed",
-		"redirect/to-denied-host":     "302 then 403 host-not-allowed|302 then 403 deny-host",
-		"direct-udp/world":            "ENETUNREACH|EHOSTUNREACH|timeout",
-		"host-service/172.30.99.1:22": "ENETUNREACH|EHOSTUNREACH|timeout",
-		"memfd-exec/unsealed-create":  "EPERM",
-		"fork-bomb":                   "EAGAIN",
-		"allowed-curl":                "hello from allowed.sharness.test",
+		"ip-literal/decimal":             ruleIPLiteral,
+		"ip-literal/ipv4-mapped":         ruleIPLiteral,
+		"ip-literal/world-address":       ruleIPLiteral,
+		"special-range/private":          "403 special-range:private-use",
+		"special-range/metadata":         "403 special-range:cloud-metadata",
+		"disallowed-port/8443":           "403 port-not-allowed",
+		"redirect/to-denied-host":        "302 then 403 host-not-allowed|302 then 403 deny-host",
+		"direct-udp/world":               "ENETUNREACH|EHOSTUNREACH|timeout",
+		"host-service/172.30.99.1:22":    "ENETUNREACH|EHOSTUNREACH|timeout|EACCES", // EACCES: Landlock
+		"direct-tcp/world":               "ENETUNREACH|EHOSTUNREACH|timeout|EACCES",
+		"landlock/exec-unlisted":         "EACCES",
+		"landlock/connect-unlisted-port": "EACCES",
+		"memfd-exec/unsealed-create":     "EPERM",
+		"fork-bomb":                      "EAGAIN",
+		"allowed-curl":                   "hello from allowed.sharness.test",
 	}
 	for name, expected := range want {
 		if d, ok := all[name]; !ok || d.Expected != expected {

@@ -19,9 +19,9 @@ type door = sidedoor.Door
 var edgePool = netip.MustParsePrefix("10.213.0.0/16")
 
 func networkDoors(cfg config) []door {
-	const unreachable6 = sidedoor.Unreachable + "|EADDRNOTAVAIL|EAFNOSUPPORT"
+	const unreachable6 = sidedoor.Walled + "|EADDRNOTAVAIL|EAFNOSUPPORT"
 	ds := []door{
-		sidedoor.DialDoor("direct-tcp/world", "tcp", cfg.worldPort(7), sidedoor.Unreachable, "a TCP path to the outside that bypasses net"),
+		sidedoor.DialDoor("direct-tcp/world", "tcp", cfg.worldPort(7), sidedoor.Walled, "a TCP path to the outside that bypasses net"),
 		sidedoor.DialDoor("direct-udp/world", "udp", cfg.worldPort(7), sidedoor.Unreachable, "a UDP path to the outside that bypasses net"),
 		sidedoor.DialDoor("ipv6/literal", "tcp", "[2001:db8::1]:443", unreachable6, "an IPv6 path around net"),
 		sidedoor.DialDoor("ipv6/world-by-name", "tcp6", "allowed.sharness.test:443", unreachable6+"|no-such-host|dns-failure|dns-timeout",
@@ -36,7 +36,7 @@ func networkDoors(cfg config) []door {
 		ds = append(ds, sidedoor.DialDoor("host-service/none-configured", "tcp", "", sidedoor.Unreachable, "services on the Docker host (none configured)"))
 	}
 	for _, a := range cfg.hostAddrs {
-		ds = append(ds, sidedoor.DialDoor("host-service/"+a.String(), "tcp", a.String(), sidedoor.Unreachable, "a service on the Docker host reached around net"))
+		ds = append(ds, sidedoor.DialDoor("host-service/"+a.String(), "tcp", a.String(), sidedoor.Walled, "a service on the Docker host reached around net"))
 	}
 	return append(ds, dnsDoors(cfg)...)
 }

@@ -93,12 +93,15 @@ func redirect(proxy *url.URL) func(context.Context) (string, string) {
 }
 
 // allowedDoors are the paths that must work: curl and git over HTTPS through net, verifying
-// the world's certificate against SHARNESS_PROBE_CA.
+// the world's certificate against SHARNESS_PROBE_CA_PEM.
 func allowedDoors(cfg config) []door {
 	const url = "https://allowed.sharness.test/"
 	return []door{
 		{Name: "allowed-curl", Expected: "hello from allowed.sharness.test", Limit: 5 * time.Second,
 			Why: "an allowlisted host over HTTPS through net, certificate verified", Try: func(ctx context.Context) (string, string) {
+				if cfg.ca == "" {
+					return "not configured", "no SHARNESS_PROBE_CA_PEM"
+				}
 				return sidedoor.Command(ctx, nil, "curl", "-fsS", "--max-time", "4", "--cacert", cfg.ca, url)
 			}},
 		{Name: "allowed-curl/verifies-certificate", Expected: "exit 60|exit 77", Limit: 5 * time.Second,
@@ -107,6 +110,9 @@ func allowedDoors(cfg config) []door {
 			}},
 		{Name: "allowed-git/clone", Expected: "cloned", Limit: 10 * time.Second,
 			Why: "git clone of an allowlisted repository over HTTPS through net", Try: func(ctx context.Context) (string, string) {
+				if cfg.ca == "" {
+					return "not configured", "no SHARNESS_PROBE_CA_PEM"
+				}
 				dir := filepath.Join(os.TempDir(), "sharness-probe-clone-"+token(4))
 				defer os.RemoveAll(dir)
 				got, note := sidedoor.Command(ctx, []string{"HOME=" + os.TempDir(), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1"},

@@ -2,8 +2,8 @@
 // stands on the egress network, next to net, and nothing it does leaves the machine.
 //
 // It serves DNS on :53 (UDP and TCP) for the *.sharness.test names (see newZone), HTTPS on :443
-// and :8443 with a leaf for allowed.sharness.test and denied.sharness.test from a throwaway CA
-// whose certificate it writes to $WORLD_CA_DIR/ca.pem, a bare git repository over "dumb HTTP"
+// and :8443 with the leaf the harness made for allowed.sharness.test and denied.sharness.test
+// (hack/worldca, internal/testca), a bare git repository over "dumb HTTP"
 // under /repo.git/, plain HTTP on :80 (GET /redirect sends the client to denied.sharness.test),
 // and echo on :7 (UDP and TCP). Every DNS query, HTTP request and echo is one JSON line on
 // stdout, so a test can prove what did or did not reach it (`docker compose logs world`).
@@ -14,10 +14,11 @@
 // Usage:
 //
 //	sharness-world          serve (the container's entrypoint)
-//	sharness-world health   the healthcheck: the CA file is written and DNS answers
+//	sharness-world health   the healthcheck: DNS answers
 //
 // Environment: WORLD_ADDR (required), the IPv4 address allowed/denied.sharness.test resolve to,
-// the world's own; WORLD_CA_DIR (/world-ca); WORLD_REPO (/srv/repo.git); WORLD_EXTRA_HOSTS
+// the world's own; WORLD_TLS_CERT and WORLD_TLS_KEY (required, PEM: the leaf with its chain
+// ending in the throwaway CA, and its key); WORLD_REPO (/srv/repo.git); WORLD_EXTRA_HOSTS
 // (optional), more names for the zone as comma-separated name=IPv4 pairs, such as
 // "api.anthropic.com=10.214.0.11" to send the model path to the offline model.
 //
@@ -28,8 +29,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,7 +38,6 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -49,7 +47,7 @@ import (
 type config struct {
 	addr  netip.Addr // what the zone answers for the test hosts
 	extra zone       // WORLD_EXTRA_HOSTS
-	caDir string
+	cert  tls.Certificate // the HTTPS leaf
 	repo  string
 }
 
@@ -86,22 +84,18 @@ func configFrom(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	return config{addr: a, extra: extra, caDir: cmp.Or(getenv("WORLD_CA_DIR"), "/world-ca"), repo: cmp.Or(getenv("WORLD_REPO"), "/srv/repo.git")}, nil
+	cert, _, err := testca.Leaf(getenv("WORLD_TLS_CERT"), getenv("WORLD_TLS_KEY"), names, time.Now())
+	if err != nil {
+		return config{}, fmt.Errorf("WORLD_TLS_CERT, WORLD_TLS_KEY: %w (the harness makes them: hack/worldca)", err)
+	}
+	return config{addr: a, extra: extra, cert: cert, repo: cmp.Or(getenv("WORLD_REPO"), "/srv/repo.git")}, nil
 }
 
-// run writes the CA certificate, opens every listener, then serves them all until ctx ends or
-// one fails.
+// run opens every listener, then serves them all until ctx ends or one fails.
 func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) error {
-	cert, caPEM, err := testca.Issue("sharness-world throwaway CA", names, time.Now())
-	if err != nil {
-		return err
-	}
-	if err := testca.WriteAtomic(cfg.caDir, "ca.pem", caPEM); err != nil {
-		return err
-	}
 	ev, z := newEvents(stdout), newZone(cfg.addr)
 	maps.Copy(z, cfg.extra)
-	tlsConf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tlsConf := &tls.Config{Certificates: []tls.Certificate{cfg.cert}, MinVersion: tls.VersionTLS12}
 	web := &http.Server{Handler: handler("", ev), ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	webTLS := &http.Server{Handler: handler(cfg.repo, ev), ReadHeaderTimeout: 10 * time.Second, ErrorLog: web.ErrorLog}
@@ -128,6 +122,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) er
 	}
 	for _, s := range services {
 		var c io.Closer
+		var err error
 		if s.network == "udp" {
 			c, err = net.ListenPacket(s.network, s.addr)
 		} else {
@@ -145,7 +140,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) er
 		<-ctx.Done()
 		closeAll()
 	}()
-	log.Info("sharness-world serving", "addr", cfg.addr.String(), "ca", filepath.Join(cfg.caDir, "ca.pem"), "extra_hosts", cfg.extra)
+	log.Info("sharness-world serving", "addr", cfg.addr.String(), "extra_hosts", cfg.extra)
 	errc := make(chan error, len(services))
 	for i, s := range services {
 		go func() { errc <- s.serve(opened[i]) }()
@@ -160,16 +155,9 @@ func run(ctx context.Context, cfg config, stdout io.Writer, log *slog.Logger) er
 	return first
 }
 
-// health succeeds once the CA file holds a certificate and the DNS server answers for
-// allowed.sharness.test with WORLD_ADDR: then every listener is up (run opens them together).
+// health succeeds once the DNS server answers for allowed.sharness.test with WORLD_ADDR: then
+// every listener is up (run opens them together).
 func health(ctx context.Context, cfg config) error {
-	pemBytes, err := os.ReadFile(filepath.Join(cfg.caDir, "ca.pem"))
-	if err != nil {
-		return fmt.Errorf("unhealthy: %w", err)
-	}
-	if b, _ := pem.Decode(pemBytes); b == nil || b.Type != "CERTIFICATE" {
-		return errors.New("unhealthy: ca.pem holds no certificate")
-	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	r := net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/sharness-ai/sharness/internal/testca"
 )
 
 // syncBuffer is a bytes.Buffer safe for the servers' goroutines.
@@ -74,21 +77,43 @@ func TestHandler(t *testing.T) {
 }
 
 func TestConfigFrom(t *testing.T) {
-	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
-	cfg, err := configFrom(env(map[string]string{"WORLD_ADDR": "172.30.99.10"}))
-	if err != nil || cfg.addr != self || cfg.caDir != "/world-ca" || cfg.repo != "/srv/repo.git" || len(cfg.extra) != 0 {
+	leaf, err := testca.IssuePEM("test CA", names, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, err := testca.IssuePEM("test CA", names[:1], time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{"WORLD_TLS_CERT": leaf.Chain, "WORLD_TLS_KEY": leaf.Key}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	cfg, err := configFrom(env("WORLD_ADDR", "172.30.99.10"))
+	if err != nil || cfg.addr != self || cfg.cert.Leaf == nil || cfg.repo != "/srv/repo.git" || len(cfg.extra) != 0 {
 		t.Errorf("configFrom = %+v, %v", cfg, err)
 	}
-	cfg, err = configFrom(env(map[string]string{"WORLD_ADDR": "172.30.99.10", "WORLD_EXTRA_HOSTS": "api.anthropic.com=10.214.0.11"}))
+	cfg, err = configFrom(env("WORLD_ADDR", "172.30.99.10", "WORLD_EXTRA_HOSTS", "api.anthropic.com=10.214.0.11"))
 	if err != nil || cfg.extra["api.anthropic.com"] != netip.MustParseAddr("10.214.0.11") {
 		t.Errorf("configFrom with WORLD_EXTRA_HOSTS = %+v, %v", cfg, err)
 	}
-	if _, err := configFrom(env(map[string]string{"WORLD_ADDR": "172.30.99.10", "WORLD_EXTRA_HOSTS": "api.anthropic.com"})); err == nil {
+	if _, err := configFrom(env("WORLD_ADDR", "172.30.99.10", "WORLD_EXTRA_HOSTS", "api.anthropic.com")); err == nil {
 		t.Error("a bad WORLD_EXTRA_HOSTS was accepted")
 	}
 	for _, bad := range []string{"", "nope", "::1", "172.30.99.10:53"} {
-		if _, err := configFrom(env(map[string]string{"WORLD_ADDR": bad})); err == nil {
+		if _, err := configFrom(env("WORLD_ADDR", bad)); err == nil {
 			t.Errorf("WORLD_ADDR=%q accepted", bad)
+		}
+	}
+	for name, getenv := range map[string]func(string) string{
+		"no leaf":                 env("WORLD_ADDR", "172.30.99.10", "WORLD_TLS_CERT", "", "WORLD_TLS_KEY", ""),
+		"a leaf without denied.*": env("WORLD_ADDR", "172.30.99.10", "WORLD_TLS_CERT", narrow.Chain, "WORLD_TLS_KEY", narrow.Key),
+	} {
+		if _, err := configFrom(getenv); err == nil || !strings.Contains(err.Error(), "WORLD_TLS_CERT") {
+			t.Errorf("%s: configFrom error = %v, want one naming WORLD_TLS_CERT", name, err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/sharness-ai/sharness/internal/artefact"
 	"github.com/sharness-ai/sharness/policies/compile"
@@ -18,13 +19,15 @@ import (
 
 func (a *app) installCmd() *cobra.Command {
 	var root string
+	var replace bool
 	c := &cobra.Command{
 		Use:   "install",
 		Short: "Install the manifest's compiled policies where sharness-runtime reads them: <root>/<hash>/<component>/{config.json,seccomp.json}",
 		Long: "Compiles the manifest and writes every component's config.json and seccomp.json into\n" +
 			"<root>/<the policy hash's 64 hex digits>/<component>/, files 0644 in folders 0755, owned by\n" +
 			"root when run as root. The folder appears whole or not at all (written beside, then renamed).\n" +
-			"An identical installed policy is left as it is; a different one under the same hash is an error.",
+			"An identical installed policy is left as it is; a different one under the same hash (compiled by\n" +
+			"another version of sharness-ai) is an error, unless --replace swaps it for this one atomically.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
 			m, err := a.load()
@@ -41,7 +44,7 @@ func (a *app) installCmd() *cobra.Command {
 					files[rel] = data
 				}
 			}
-			dir, already, err := installPolicy(root, m.Hash, files)
+			dir, already, err := installPolicy(root, m.Hash, files, replace)
 			if err != nil {
 				return err
 			}
@@ -61,21 +64,28 @@ func (a *app) installCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&root, "root", shim.DefaultRoot, "the policies folder sharness-runtime reads")
+	c.Flags().BoolVar(&replace, "replace", false, "replace a different policy installed under the same hash (the manifest is the same; the compiler is not)")
 	return c
 }
 
 // installPolicy writes files (paths relative to the policy's folder) into root/<hash>. It returns
-// the folder, and already=true when an identical policy was there.
-func installPolicy(root, hash string, files map[string][]byte) (dir string, already bool, err error) {
+// the folder, and already=true when an identical policy was there. A different one there is an
+// error unless replace, which swaps the two folders in one rename (RENAME_EXCHANGE): the shim reads
+// the old policy or the new one, never a mix and never none.
+func installPolicy(root, hash string, files map[string][]byte, replace bool) (dir string, already bool, err error) {
 	dir = shim.PolicyDir(root, hash)
 	if dir == "" {
 		return "", false, fmt.Errorf("install policy: %q is not a policy hash", hash)
 	}
+	var old string
 	if same, err := sameTree(dir, files); err == nil {
-		if !same {
-			return "", false, fmt.Errorf("install policy: %s holds a different policy under the same hash: remove it first", dir)
+		switch {
+		case same:
+			return dir, true, nil
+		case !replace:
+			return "", false, fmt.Errorf("install policy: %s holds a different policy under the same hash (another compiler version?): remove it, or pass --replace", dir)
 		}
-		return dir, true, nil
+		old = dir
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return "", false, fmt.Errorf("install policy: read %s: %w", dir, err)
 	}
@@ -97,6 +107,13 @@ func installPolicy(root, hash string, files map[string][]byte) (dir string, alre
 	}
 	if err := ownTree(tmp); err != nil {
 		return "", false, fmt.Errorf("install policy: %w", err)
+	}
+	if old != "" {
+		// tmp holds the old policy afterwards, and the deferred RemoveAll takes it away.
+		if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, old, unix.RENAME_EXCHANGE); err != nil {
+			return "", false, fmt.Errorf("install policy: swap in the new policy: %w", err)
+		}
+		return dir, false, syncDir(root)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another install may have won the race: identical is fine.

@@ -72,6 +72,13 @@ func TestInstall(t *testing.T) {
 	if got, _ := os.ReadFile(config); string(got) != "{}\n" {
 		t.Error("install rewrote an existing policy")
 	}
+	code, out, errOut = run(t, "install", "-f", manifest, "--root", root, "--replace")
+	if code != ExitOK || !strings.Contains(out, "installed policy") {
+		t.Errorf("install --replace: exit %d, %q %q", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(config); string(got) == "{}\n" || len(got) < 100 {
+		t.Errorf("install --replace left the other policy: %q", got)
+	}
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		t.Fatal(err)
@@ -83,11 +90,11 @@ func TestInstall(t *testing.T) {
 
 func TestInstallRefusesABadHash(t *testing.T) {
 	for _, h := range []string{"", "sha256:..", "b7d380212da950a5b34e99dd3596dca9274f3b09cc3dfc98c5c8fa06557126f9"} {
-		if _, _, err := installPolicy(t.TempDir(), h, map[string][]byte{"a/config.json": nil}); err == nil {
+		if _, _, err := installPolicy(t.TempDir(), h, map[string][]byte{"a/config.json": nil}, false); err == nil {
 			t.Errorf("installPolicy(%q) installed", h)
 		}
 	}
-	if _, _, err := installPolicy(t.TempDir(), "sha256:"+strings.Repeat("0", 64), map[string][]byte{"../x": nil}); err == nil {
+	if _, _, err := installPolicy(t.TempDir(), "sha256:"+strings.Repeat("0", 64), map[string][]byte{"../x": nil}, false); err == nil {
 		t.Error("an artefact outside the policy folder was written")
 	}
 }

@@ -30,8 +30,12 @@ func (a *app) compileCmd() *cobra.Command {
 			"With --check, writes nothing and exits 1 naming each file that differs from what the manifest compiles to.",
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if runtime != "" && runtime != "sharness" {
-				return fmt.Errorf("--runtime %q: the only runtime the compiler adds is \"sharness\"", runtime)
+			switch runtime {
+			case "sharness":
+			case "none":
+				runtime = ""
+			default:
+				return fmt.Errorf("--runtime %q: want \"sharness\" (the shim) or \"none\" (the engine's default runtime: the policy is then a Setting, not a Boundary)", runtime)
 			}
 			m, err := a.load()
 			if err != nil {
@@ -74,7 +78,7 @@ func (a *app) compileCmd() *cobra.Command {
 	}
 	c.Flags().StringVarP(&out, "out", "o", ".", "output folder")
 	c.Flags().BoolVar(&check, "check", false, "compare instead of writing; exit 1 on drift")
-	c.Flags().StringVar(&runtime, "runtime", "", "add runtime: <name> to every service (only \"sharness\")")
+	c.Flags().StringVar(&runtime, "runtime", "sharness", "the runtime every service asks for: \"sharness\" (the shim, which refuses a container wider than its compiled policy) or \"none\" (the engine's default)")
 	return c
 }
 

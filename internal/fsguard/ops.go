@@ -35,6 +35,8 @@ type Result struct {
 	Bytes            int64
 	ExecBitsStripped bool
 	Created          bool
+	Approval         Reason // Apply: how a change to an ask path was decided ("approved", "approval_denied", ...); "" if none was asked for
+	Digest           string // Apply: sha256:<hex> of the canonical bytes put to the gate, as its request names them
 }
 
 // Open opens workspace and checks that every protected path exists with its type, and is no
@@ -73,10 +75,20 @@ func (r *Rules) entries() []string {
 	return out
 }
 
-// Write makes p hold content (CheckWrite decides). Missing folders inside a protected folder are
-// made; a protected root file is rewritten in place, any other file replaced atomically.
+// Write makes p hold content (CheckWrite decides; it refuses an ask path, which Apply asks about).
+// Missing folders inside a protected folder are made; a protected root file is rewritten in
+// place, any other file replaced atomically.
 func (g *Guard) Write(p string, content []byte, mode string) (Result, error) {
-	t, asked, ref := g.rules.CheckWrite(p, content, mode, g.scan)
+	return g.write(Change{Op: OpWrite, Path: p, Content: content, Mode: mode}, nil)
+}
+
+// write carries out Write, and on an ask path only with approved, the canonical bytes of c.
+func (g *Guard) write(c Change, approved []byte) (Result, error) {
+	p, content := c.Path, c.Content
+	t, asked, ref := g.rules.checkWrite(p, content, c.Mode, g.scan)
+	if ref == nil && t.ask {
+		ref = granted(t.Path, approved, c.canonical(fileOf(content, c.Mode)))
+	}
 	if ref != nil {
 		return Result{}, ref
 	}
@@ -122,9 +134,19 @@ func (g *Guard) Write(p string, content []byte, mode string) (Result, error) {
 	return res, nil
 }
 
-// Delete removes a file or an empty folder inside a protected folder (CheckDelete decides).
+// Delete removes a file or an empty folder inside a protected folder (CheckDelete decides; it
+// refuses an ask path, which Apply asks about).
 func (g *Guard) Delete(p string) (Result, error) {
-	t, ref := g.rules.CheckDelete(p)
+	return g.remove(Change{Op: OpDelete, Path: p}, nil)
+}
+
+// remove carries out Delete, and on an ask path only with approved, the canonical bytes of c.
+func (g *Guard) remove(c Change, approved []byte) (Result, error) {
+	p := c.Path
+	t, ref := g.rules.checkDelete(p)
+	if ref == nil && t.ask {
+		ref = granted(t.Path, approved, c.canonical(file{}))
+	}
 	if ref != nil {
 		return Result{}, ref
 	}
@@ -155,10 +177,21 @@ func (g *Guard) Delete(p string) (Result, error) {
 }
 
 // Rename moves an entry inside a protected folder to a new name inside one, never replacing
-// what is there (CheckRename decides). A file moved must also pass the content rules at its
-// destination (size, secrets), and loses its x bits unless they are allowed.
+// what is there (CheckRename decides; it refuses an ask path, which Apply asks about). A file
+// moved must also pass the content rules at its destination (size, secrets), and loses its x
+// bits unless they are allowed.
 func (g *Guard) Rename(from, to string) (Result, error) {
-	f, t, ref := g.rules.CheckRename(from, to)
+	return g.rename(Change{Op: OpRename, Path: from, To: to}, nil)
+}
+
+// rename carries out Rename. A rename into, out of or inside an ask path moves only a file, and
+// only with approved, the canonical bytes of c and of the file as it is when it moves.
+func (g *Guard) rename(c Change, approved []byte) (Result, error) {
+	f, t, ref := g.rules.checkRename(c.Path, c.To)
+	ask := askPath(f, t)
+	if ref == nil && ask != "" && approved == nil {
+		ref = approval(ask)
+	}
 	if ref != nil {
 		return Result{}, ref
 	}
@@ -172,14 +205,15 @@ func (g *Guard) Rename(from, to string) (Result, error) {
 	defer unix.Close(fdir)
 	restore := func() {}
 	if st.Mode&unix.S_IFMT == unix.S_IFREG {
-		fd, err := openat(fdir, fname, unix.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO swapped in must not block
+		fd, content, err := g.source(fdir, fname, f.Path)
 		if err != nil {
-			return res, fail(f.Path, err)
+			return res, err
 		}
 		defer unix.Close(fd)
-		content, err := readAll(fd, g.rules.maxSize)
-		if err != nil {
-			return res, fail(f.Path, err)
+		if ask != "" {
+			if ref := granted(ask, approved, c.canonical(sourceFile(content, st.Mode))); ref != nil {
+				return res, ref
+			}
 		}
 		if ref := g.rules.CheckContent(t.Path, content, g.scan); ref != nil {
 			return res, ref
@@ -193,6 +227,8 @@ func (g *Guard) Rename(from, to string) (Result, error) {
 			}
 			restore = func() { _ = unix.Fchmod(fd, st.Mode&0o7777) }
 		}
+	} else if ask != "" {
+		return res, movesFolder(f.Path)
 	}
 	tparent, tname := split(t.Path)
 	var made []string
@@ -216,6 +252,20 @@ func (g *Guard) Rename(from, to string) (Result, error) {
 		return res, g.undo(made, fail(t.Path, err))
 	}
 	return res, fail(t.Path, errors.Join(unix.Fsync(tdir), unix.Fsync(fdir)))
+}
+
+// source opens and reads the regular file name in dir, the source p of a rename; the caller
+// closes fd.
+func (g *Guard) source(dir int, name, p string) (fd int, content []byte, err error) {
+	fd, err = openat(dir, name, unix.O_RDONLY|unix.O_NONBLOCK, 0) // a FIFO swapped in must not block
+	if err != nil {
+		return -1, nil, fail(p, err)
+	}
+	if content, err = readAll(fd, g.rules.maxSize); err != nil {
+		unix.Close(fd)
+		return -1, nil, fail(p, err)
+	}
+	return fd, content, nil
 }
 
 // entry finds the existing entry p for a delete or a rename: its folder (the caller closes it),

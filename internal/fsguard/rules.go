@@ -10,6 +10,13 @@
 // other protected path is a single file, rewritten in place and never replaced, deleted or renamed
 // (it is a single-file bind mount in the agent's container; see rewrite).
 //
+// A change to a path the policy lists under ask happens only through Apply, and only after an
+// Approver (the approval gate, internal/gate) approved exactly that change: its canonical bytes
+// bind the operation, the paths, and the bytes written or moved with their size and mode (a
+// delete binds its path: what lies under an ask path changes only with approval). The
+// gate is asked only about a change that passed every other rule, and every rule is checked again
+// when the approved change is carried out; an approval waives the ask rule and nothing else.
+//
 // What it does not guarantee: a reader of a protected root file (.envrc) while fs rewrites it may
 // see a mix of old and new bytes, since the rewrite is in place; a crash during a rewrite can leave
 // a half-written root file, and a crash during an atomic replace a ".sharness-fs-*.tmp" file
@@ -17,7 +24,8 @@
 // byte for byte: a case-folding (casefold ext4, a macOS host) or Unicode-normalising file system
 // under the workspace could make two spellings one file, which fs does not detect. The checks see
 // the workspace as fs's own mount namespace shows it; other writers there (the person on the host)
-// are trusted.
+// are trusted. The approval gate is not a rate limit: the agent can ask as often as it likes, and
+// each request waits for a person or times out. A summary shows only the end of a long path.
 package fsguard
 
 import (
@@ -38,7 +46,7 @@ const (
 	ReasonBadPath       Reason = "bad_path"          // not a clean relative path (.., absolute, NUL, empty component, ...)
 	ReasonNotProtected  Reason = "not_protected"     // the agent may write it directly
 	ReasonProtectedRoot Reason = "protected_root"    // delete, rename or replace a protected path itself
-	ReasonApproval      Reason = "approval_required" // business.fs.ask: the approval gate is not built yet
+	ReasonApproval      Reason = "approval_required" // business.fs.ask, and nobody was asked (Write, Delete, Rename; Apply asks)
 	ReasonTooLarge      Reason = "too_large"         // above business.fs.max_file_size
 	ReasonMode          Reason = "mode"              // a mode fs will not set
 	ReasonSecret        Reason = "secret"            // the secret filter found one
@@ -230,7 +238,17 @@ var octalMode = regexp.MustCompile(`^0?[0-7]{3}$`)
 
 // CheckWrite decides a write of content to p with mode, an octal string ("0644") or "" to keep
 // the existing file's mode (0644 for a new file). It returns the mode asked for, 0 when none.
+// The ask rule comes last: approval_required means that every other rule passed.
 func (r *Rules) CheckWrite(p string, content []byte, mode string, s Scanner) (Target, uint32, *Refusal) {
+	t, perm, ref := r.checkWrite(p, content, mode, s)
+	if ref == nil && t.ask {
+		return Target{}, 0, approval(t.Path)
+	}
+	return t, perm, ref
+}
+
+// checkWrite is CheckWrite without the ask rule.
+func (r *Rules) checkWrite(p string, content []byte, mode string, s Scanner) (Target, uint32, *Refusal) {
 	t, ref := r.Resolve(p)
 	switch {
 	case ref != nil:
@@ -239,8 +257,6 @@ func (r *Rules) CheckWrite(p string, content []byte, mode string, s Scanner) (Ta
 		return Target{}, 0, refuse(ReasonWrongType, "%q ends in \"/\": a write names a file", p)
 	case t.isRoot && t.dir:
 		return Target{}, 0, refuse(ReasonWrongType, "%q is a protected folder: write files inside it", t.Path)
-	case t.ask:
-		return Target{}, 0, approval(t.Path)
 	}
 	var perm uint32
 	if mode != "" {
@@ -289,9 +305,18 @@ func (r *Rules) Mode(asked uint32, existing uint32, exists bool) (mode uint32, s
 }
 
 // CheckDelete decides a delete of p: an entry inside a protected folder, never a protected path
-// itself nor a folder holding one (they are mount points in the agent's container), nor an ask
-// path or a folder holding one.
+// itself nor a folder holding one (they are mount points in the agent's container), nor, without
+// approval, an ask path or a folder holding one.
 func (r *Rules) CheckDelete(p string) (Target, *Refusal) {
+	t, ref := r.checkDelete(p)
+	if ref == nil && t.ask {
+		return Target{}, approval(t.Path)
+	}
+	return t, ref
+}
+
+// checkDelete is CheckDelete without the ask rule.
+func (r *Rules) checkDelete(p string) (Target, *Refusal) {
 	t, ref := r.Resolve(p)
 	switch {
 	case ref != nil:
@@ -300,20 +325,28 @@ func (r *Rules) CheckDelete(p string) (Target, *Refusal) {
 		return Target{}, refuse(ReasonProtectedRoot, "%q is a protected path itself (a mount point for the agent); only entries inside a protected folder may be deleted or renamed", t.Path)
 	case t.holds != "":
 		return Target{}, refuse(ReasonProtectedRoot, "%q holds the protected path %q", t.Path, t.holds)
-	case t.ask:
-		return Target{}, approval(t.Path)
 	}
 	return t, nil
 }
 
 // CheckRename decides a rename of from to to: both must be deletable (CheckDelete), and to must
-// not be from or inside it. The content rules are for the caller, which reads the file.
+// not be from or inside it. The content rules are for the caller, which reads the file. The ask
+// rule, on either path, comes last.
 func (r *Rules) CheckRename(from, to string) (Target, Target, *Refusal) {
-	f, ref := r.CheckDelete(from)
+	f, t, ref := r.checkRename(from, to)
+	if ask := askPath(f, t); ref == nil && ask != "" {
+		return Target{}, Target{}, approval(ask)
+	}
+	return f, t, ref
+}
+
+// checkRename is CheckRename without the ask rule.
+func (r *Rules) checkRename(from, to string) (Target, Target, *Refusal) {
+	f, ref := r.checkDelete(from)
 	if ref != nil {
 		return Target{}, Target{}, ref
 	}
-	t, ref := r.CheckDelete(to)
+	t, ref := r.checkDelete(to)
 	switch {
 	case ref != nil:
 		return Target{}, Target{}, ref
@@ -323,8 +356,18 @@ func (r *Rules) CheckRename(from, to string) (Target, Target, *Refusal) {
 	return f, t, nil
 }
 
+// askPath is the first of ts that needs approval, "" if none does.
+func askPath(ts ...Target) string {
+	for _, t := range ts {
+		if t.ask {
+			return t.Path
+		}
+	}
+	return ""
+}
+
 func approval(p string) *Refusal {
-	return refuse(ReasonApproval, "%q needs a person's approval (business.fs.ask), and the approval gate is not built yet", p)
+	return refuse(ReasonApproval, "%q needs a person's approval (business.fs.ask), and none was asked for", p)
 }
 
 // depth is the number of components of a clean relative path.

@@ -135,7 +135,9 @@ func TestCheckWrite(t *testing.T) {
 		{"mode too short", ".claude/x", "x", "64", ReasonMode, 0},
 		{"owner cannot write", ".claude/x", "x", "0444", ReasonMode, 0},
 		{"secret", ".claude/key.pem", string(key), "", ReasonSecret, 0},
-		{"ask wins over secret", ".envrc", string(key), "", ReasonApproval, 0},
+		{"secret before ask (nobody is asked about a change refused anyway)", ".envrc", string(key), "", ReasonSecret, 0},
+		{"mode before ask", ".envrc", "x", "4755", ReasonMode, 0},
+		{"size before ask", ".git/hooks/big", strings.Repeat("a", 1025), "", ReasonTooLarge, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, perm, ref := r.CheckWrite(c.path, []byte(c.content), c.mode, f)

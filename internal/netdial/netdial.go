@@ -12,10 +12,10 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"time"
 )
 
@@ -81,22 +81,18 @@ func Transport(dial func(ctx context.Context, network, addr string) (net.Conn, e
 	}
 }
 
-// Roots is the system's roots, plus the CA in the PEM file unsafeCA when it is set (an offline
-// test world's model API).
-func Roots(unsafeCA string) (*x509.CertPool, error) {
+// Roots is the system's roots, plus the CA certificates in unsafeCAPEM when it is set (an
+// offline test world's model API, handed over by environment).
+func Roots(unsafeCAPEM string) (*x509.CertPool, error) {
 	pool, err := x509.SystemCertPool()
 	if err != nil {
 		return nil, fmt.Errorf("system roots: %w", err)
 	}
-	if unsafeCA == "" {
+	if unsafeCAPEM == "" {
 		return pool, nil
 	}
-	pem, err := os.ReadFile(unsafeCA)
-	if err != nil {
-		return nil, fmt.Errorf("read unsafe CA %s: %w", unsafeCA, err)
-	}
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("unsafe CA %s: no PEM certificate", unsafeCA)
+	if !pool.AppendCertsFromPEM([]byte(unsafeCAPEM)) {
+		return nil, errors.New("unsafe CA: no PEM certificate")
 	}
 	return pool, nil
 }

@@ -24,6 +24,11 @@ import (
 // ECONNREFUSED is not among them: a reset or an ICMP port-unreachable proves a path.
 const Unreachable = "ENETUNREACH|EHOSTUNREACH|timeout"
 
+// Walled are the outcomes of a TCP dial the wall stopped: Unreachable, or EACCES when the
+// container's Landlock domain refused the port before any packet left (runtime shim). The e2e
+// suite runs the probe once without the shim to hold the network alone to Unreachable.
+const Walled = Unreachable + "|EACCES"
+
 // NoAnswer are the outcomes of a DNS query that reached nothing beyond a container's embedded
 // resolver: it could not forward (SERVFAIL), it refused, or nothing answered. NXDOMAIN or a
 // record means some resolver further out answered: the query left, and its labels with it.
@@ -63,7 +68,7 @@ func DialDoor(name, network, addr, expected, why string) Door {
 }
 
 // Scan dials every target, 512 at a time: "unreachable" when each dial's outcome is one of
-// Unreachable, else "reached" with the first offenders in note.
+// Walled, else "reached" with the first offenders in note.
 func Scan(ctx context.Context, targets []netip.AddrPort) (got, note string) {
 	var mu sync.Mutex
 	counts, reached := map[string]int{}, []string{}
@@ -76,7 +81,7 @@ func Scan(ctx context.Context, targets []netip.AddrPort) (got, note string) {
 			k, _ := Dial(ctx, "tcp", t.String())
 			mu.Lock()
 			defer mu.Unlock()
-			if counts[k]++; !OneOf(Unreachable, k) {
+			if counts[k]++; !OneOf(Walled, k) {
 				reached = append(reached, t.String()+" "+k)
 			}
 		})

@@ -1,13 +1,15 @@
 // Package testca is the throwaway certificate authority of the offline test fixtures (the world
-// and the model images): a CA made at start whose key is dropped at once, one server leaf, and
-// the CA certificate written atomically where the stack's clients read it.
+// and the model images, and in-process tests): a CA whose key is dropped as soon as it has signed
+// one server leaf. The harness (hack/worldca, the e2e suite) makes it before the stack starts and
+// hands the leaf to the world and the model, and the CA certificate to their clients, by
+// environment: a shared volume would be a host mount the compiled policies do not list, which the
+// runtime shim refuses.
 //
 // What it does not guarantee: anything a real CA does. Its certificates exist for one test run;
 // trusting one outside a test is a hole, and nothing here prevents it.
 package testca
 
 import (
-	"cmp"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,10 +17,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
 	"time"
 )
 
@@ -76,21 +77,51 @@ func serial() *big.Int {
 	return n
 }
 
-// WriteAtomic writes data to dir/name through a temporary file and a rename, so that a reader
-// polling for the file never sees it half written. The file is readable by every uid (its
-// readers mount the folder read-only under their own uids).
-func WriteAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".*")
-	if err == nil {
-		defer os.Remove(f.Name()) // a no-op after the rename
-		_, err = f.Write(data)
-		err = cmp.Or(err, f.Chmod(0o644), f.Close())
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, name))
-	}
+// PEMs is a throwaway CA's certificate and one leaf it signed (with its chain) and the leaf's key,
+// in PEM, as the harness hands them to processes by environment.
+type PEMs struct{ CA, Chain, Key string }
+
+// IssuePEM is Issue in PEM. The CA key is never encoded: it is dropped when IssuePEM returns.
+func IssuePEM(caName string, names []string, now time.Time) (PEMs, error) {
+	cert, caPEM, err := Issue(caName, names, now)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+		return PEMs{}, err
 	}
-	return nil
+	key, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		return PEMs{}, fmt.Errorf("encode leaf key: %w", err)
+	}
+	var chain []byte
+	for _, der := range cert.Certificate {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	return PEMs{CA: string(caPEM), Chain: string(chain),
+		Key: string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: key}))}, nil
+}
+
+// Leaf parses a leaf handed over as PEM and checks that it is valid now for every one of names
+// under the last certificate of its chain (its CA), which it returns as a pool.
+func Leaf(chainPEM, keyPEM string, names []string, now time.Time) (tls.Certificate, *x509.CertPool, error) {
+	if chainPEM == "" || keyPEM == "" {
+		return tls.Certificate{}, nil, errors.New("no certificate or no key given")
+	}
+	cert, err := tls.X509KeyPair([]byte(chainPEM), []byte(keyPEM))
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("parse leaf: %w", err)
+	}
+	if len(cert.Certificate) < 2 {
+		return tls.Certificate{}, nil, errors.New("parse leaf: the chain must end with the CA certificate")
+	}
+	ca, err := x509.ParseCertificate(cert.Certificate[len(cert.Certificate)-1])
+	if err != nil {
+		return tls.Certificate{}, nil, fmt.Errorf("parse CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	for _, name := range names {
+		if _, err := cert.Leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: pool, CurrentTime: now}); err != nil {
+			return tls.Certificate{}, nil, fmt.Errorf("leaf for %s: %w", name, err)
+		}
+	}
+	return cert, pool, nil
 }

@@ -7,8 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -61,25 +60,45 @@ func TestIssue(t *testing.T) {
 	}
 }
 
-func TestWriteAtomic(t *testing.T) {
-	dir := t.TempDir()
-	for _, data := range []string{"first", "second"} {
-		if err := WriteAtomic(dir, "ca.pem", []byte(data)); err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
-		if err != nil || string(got) != data {
-			t.Errorf("ca.pem = %q, %v; want %q", got, err, data)
-		}
+func TestIssuePEMAndLeaf(t *testing.T) {
+	now := time.Now()
+	p, err := IssuePEM("test CA", []string{"a.test", "b.test"}, now)
+	if err != nil {
+		t.Fatal(err)
 	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("dir holds %d entries, want only ca.pem (no temporary left)", len(entries))
+	if strings.Contains(p.CA+p.Chain, "PRIVATE KEY") || strings.Count(p.Chain, "BEGIN CERTIFICATE") != 2 {
+		t.Fatalf("chain/CA PEM malformed: %q", p.Chain)
 	}
-	if st, err := os.Stat(filepath.Join(dir, "ca.pem")); err != nil || st.Mode().Perm() != 0o644 {
-		t.Errorf("ca.pem mode = %v, %v; want 0644", st.Mode(), err)
+	other, err := IssuePEM("other CA", []string{"a.test"}, now)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := WriteAtomic(filepath.Join(dir, "missing"), "ca.pem", nil); err == nil {
-		t.Error("writing into a missing directory succeeded")
+	tests := []struct {
+		name       string
+		chain, key string
+		names      []string
+		at         time.Time
+		wantErr    string
+	}{
+		{"valid for both names", p.Chain, p.Key, []string{"a.test", "b.test"}, now, ""},
+		{"a name it does not carry", p.Chain, p.Key, []string{"c.test"}, now, "leaf for c.test"},
+		{"key of another leaf", p.Chain, other.Key, nil, now, "parse leaf"},
+		{"no CA in the chain", strings.SplitAfter(p.Chain, "-----END CERTIFICATE-----\n")[0], p.Key, nil, now, "must end with the CA"},
+		{"expired", p.Chain, p.Key, []string{"a.test"}, now.Add(2 * Lifetime), "leaf for a.test"},
+		{"nothing given", "", "", nil, now, "no certificate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, pool, err := Leaf(tc.chain, tc.key, tc.names, tc.at)
+			if tc.wantErr == "" {
+				if err != nil || pool == nil {
+					t.Fatalf("Leaf: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Leaf error = %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
 	}
 }

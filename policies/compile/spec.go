@@ -21,6 +21,9 @@ const (
 	AnnotationComponent = "ai.sharness.component"
 	AnnotationPolicy    = "ai.sharness.policy"
 	AnnotationKind      = "ai.sharness.kind"
+	// AnnotationCodeSHA256 is subject.code_sha256, when the policy pins it: the runtime shim
+	// refuses a container whose entrypoint's binary has another hash.
+	AnnotationCodeSHA256 = "ai.sharness.code-sha256"
 )
 
 // VolumeRoot is where a host engine without named volumes (topology A) keeps them.
@@ -39,6 +42,12 @@ const (
 	PolicyMount  = "/etc/sharness/policy"
 	IdentityDir  = "/run/sharness/identity"
 	SecretsMount = "/etc/sharness/secrets"
+	// AuditDir is where every component but an app keeps its audit log (internal/audit), on a
+	// volume of its own that outlives the stack; GateDir is where a gated component (fs, bash)
+	// exchanges approval requests and decisions with the host (internal/gate), on a volume of
+	// its own that no other container mounts.
+	AuditDir = "/var/log/sharness"
+	GateDir  = "/var/lib/sharness/gate"
 	// PolicyRoot, IdentityRoot and SecretsRoot are their sources on a host without an engine's
 	// volumes (topology A).
 	PolicyRoot   = "/etc/sharness-ai/policy"
@@ -54,7 +63,7 @@ func Spec(m *pbp.Manifest, c *pbp.Component, seccomp *specs.LinuxSeccomp) (*spec
 	s := &specs.Spec{Version: specs.Version}
 	for _, opt := range []SpecOpt{
 		withRoot, withProcess(m, c), withMounts(c), withSessionMounts(m, c), withNamespaces,
-		withResources(c), withHardening(c), withSeccomp(seccomp), withAnnotations(m, c),
+		withResources(c), withHardening(c), withSeccomp(seccomp), withAnnotations(m, c), withLandlock(m, c),
 	} {
 		if err := opt(s); err != nil {
 			return nil, fmt.Errorf("component %s: %w", c.Name, err)
@@ -173,8 +182,33 @@ func withSessionMounts(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 		if c.Kind == pbp.KindKMS {
 			s.Mounts = append(s.Mounts, specs.Mount{Destination: SecretsMount, Type: "bind", Source: SecretsRoot, Options: ro})
 		}
+		rw := []string{"rbind", "nosuid", "nodev", "noexec", "rw"}
+		if name := AuditVolume(c); name != "" {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: AuditDir, Type: "bind", Source: VolumeRoot + "/" + name, Options: rw})
+		}
+		if name := GateVolume(c); name != "" {
+			s.Mounts = append(s.Mounts, specs.Mount{Destination: GateDir, Type: "bind", Source: VolumeRoot + "/" + name, Options: rw})
+		}
 		return nil
 	}
+}
+
+// AuditVolume names the volume of c's audit log: every component but an app (the agent holds no
+// decision worth recording, and must not hold the record) has one. "" for none.
+func AuditVolume(c *pbp.Component) string {
+	if c.Kind == pbp.KindApp {
+		return ""
+	}
+	return "audit-" + c.Name
+}
+
+// GateVolume names the volume where c exchanges approvals with the host: fs, whose business.fs.ask
+// paths need a person, has one. "" for none.
+func GateVolume(c *pbp.Component) string {
+	if c.Kind != pbp.KindFS {
+		return ""
+	}
+	return "gate-" + c.Name
 }
 
 // withNamespaces: every namespace is new; no path means no host namespace is joined.
@@ -243,6 +277,12 @@ func withAnnotations(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 	return func(s *specs.Spec) error {
 		s.Annotations = map[string]string{
 			AnnotationComponent: c.Name, AnnotationPolicy: m.Hash, AnnotationKind: string(c.Kind),
+		}
+		if c.CodeSHA256 != "" {
+			if len(c.Entrypoint) == 0 {
+				return fmt.Errorf("subject.code_sha256 pins the entrypoint's binary, and there is no subject.entrypoint")
+			}
+			s.Annotations[AnnotationCodeSHA256] = c.CodeSHA256
 		}
 		return nil
 	}

@@ -205,7 +205,31 @@ func (m *merger) process(acc, p *Policy) error {
 	return firstErr(m.subset("process.capabilities", &a.Capabilities, pr.Capabilities, exact),
 		m.limit("process.max_pids", &a.MaxPIDs, pr.MaxPIDs),
 		m.limitText("process.max_memory", &a.MaxMemory, pr.MaxMemory, ParseSize),
-		m.limitText("process.max_runtime", &a.MaxRuntime, pr.MaxRuntime, ParseDuration))
+		m.limitText("process.max_runtime", &a.MaxRuntime, pr.MaxRuntime, ParseDuration),
+		m.subset("process.exec", &a.Exec, pr.Exec, beneathAny),
+		m.landlock(&a.Landlock, pr.Landlock))
+}
+
+// beneathAny says whether path p is one of set's files, or is beneath one of its folders.
+func beneathAny(set []string, p string) bool {
+	for _, s := range set {
+		if s == p || strings.HasSuffix(s, "/") && strings.HasPrefix(p, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// landlock narrows process.landlock: any value may become "enforce", nothing else changes.
+func (m *merger) landlock(parent *string, child string) error {
+	switch {
+	case child == "" || child == *parent:
+	case *parent == "" || child == LandlockEnforce:
+		*parent = child
+	default:
+		return m.widen("process.landlock", *parent, child)
+	}
+	return nil
 }
 
 func (m *merger) files(acc, p *Policy) error {

@@ -22,6 +22,8 @@ type Component struct {
 	MaxPIDs      int64
 	MaxMemory    int64 // bytes
 	MaxRuntime   int64 // seconds; 0 means the session's lifetime
+	Exec         []string // sorted; what may be executed (a trailing "/" marks a folder)
+	Landlock     string   // LandlockEnforce, LandlockBestEffort or LandlockPerCommand
 
 	Tmpfs     []TmpfsMount  // sorted by path
 	Volumes   []VolumeMount // sorted by target
@@ -87,6 +89,35 @@ var designSyscalls = map[Kind][]string{
 }
 
 // checkDesign applies the rules no layer can override.
+// writableUnder is the writable mount (tmpfs, read-write volume, read-write workspace) that holds
+// path x or lies beneath folder x, or "".
+func writableUnder(c *Component, x string) string {
+	var rw []string
+	for _, t := range c.Tmpfs {
+		rw = append(rw, t.Path)
+	}
+	for _, v := range c.Volumes {
+		if !v.ReadOnly {
+			rw = append(rw, v.Target)
+		}
+	}
+	if c.Workspace == "rw" {
+		rw = append(rw, "/workspace")
+	}
+	for _, w := range rw {
+		if within(x, w) || strings.HasSuffix(x, "/") && within(w, strings.TrimSuffix(x, "/")) {
+			return w
+		}
+	}
+	return ""
+}
+
+// within says whether p is dir or beneath it.
+func within(p, dir string) bool {
+	p = strings.TrimSuffix(p, "/")
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
 func checkDesign(c *Component, where func(field string) *Error) error {
 	for _, cp := range c.Capabilities {
 		if !slices.Contains(designCaps[c.Kind], cp) {
@@ -99,6 +130,18 @@ func checkDesign(c *Component, where func(field string) *Error) error {
 		if !slices.Contains(designSyscalls[c.Kind], sc) {
 			e := where("syscalls.allow")
 			e.Msg = fmt.Sprintf("syscall %s may not be re-allowed for kind %s (allowed: %v)", sc, c.Kind, designSyscalls[c.Kind])
+			return e
+		}
+	}
+	if c.Landlock == LandlockPerCommand && c.Kind != KindBash {
+		e := where("process.landlock")
+		e.Msg = fmt.Sprintf("per_command is for kind bash only (its sandboxes confine each command); %s is kind %s", c.Name, c.Kind)
+		return e
+	}
+	for _, x := range c.Exec {
+		if w := writableUnder(c, x); w != "" {
+			e := where("process.exec")
+			e.Msg = fmt.Sprintf("%s is on the writable mount %s: nothing a component can write may be executable", x, w)
 			return e
 		}
 	}

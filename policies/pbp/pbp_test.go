@@ -101,7 +101,11 @@ func TestLoadFixtures(t *testing.T) {
 			Name: "agent", Kind: KindApp, SPIFFEID: "spiffe://sharness.local/agent",
 			Image: "sharness/agent:dev", Entrypoint: []string{"/sharness-agent"}, UID: 65532, GID: 65532,
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 256, MaxMemory: 1024 * mi,
-			Tmpfs: []TmpfsMount{{"/tmp", 64 * mi}},
+			Exec: []string{"/bin/busybox", "/lib64/ld-linux-x86-64.so.2", "/sharness-agent", "/sharness-fsprobe",
+				"/sharness-modelprobe", "/sharness-probe", "/sharness-shellprobe", "/usr/bin/curl", "/usr/bin/git",
+				"/usr/lib/git-core/git-remote-http", "/usr/local/bin/claude", "/usr/local/bin/sharness-claude"},
+			Landlock: LandlockEnforce,
+			Tmpfs:    []TmpfsMount{{"/home/claude", 128 * mi}, {"/tmp", 64 * mi}},
 			Protected: []string{".bashrc", ".claude/", ".envrc", ".git/config", ".git/hooks/", ".idea/",
 				".profile", ".vscode/", ".zshrc"},
 			Workspace: "rw",
@@ -110,7 +114,7 @@ func TestLoadFixtures(t *testing.T) {
 		}},
 		{full, &Component{
 			Name: "agent", Kind: KindApp, SPIFFEID: "spiffe://sharness.test/agent",
-			Image: "sharness/agent:dev", Entrypoint: []string{"/sharness-agent"}, UID: 65532, GID: 65532,
+			Image: "sharness/agent:dev", Entrypoint: []string{"/sharness-agent"}, UID: 65532, GID: 65532, Exec: []string{"/sharness-agent"}, Landlock: LandlockEnforce,
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 64,
 			MaxMemory: 128 * mi,                        // L5 narrowed 256Mi
 			Tmpfs:     []TmpfsMount{{"/tmp", 32 * mi}}, // L5 narrowed 64Mi
@@ -121,7 +125,7 @@ func TestLoadFixtures(t *testing.T) {
 		}},
 		{full, &Component{
 			Name: "bash", Kind: KindBash, SPIFFEID: "spiffe://sharness.test/bash",
-			Image: "sharness/bash:dev", Entrypoint: []string{"/sharness-bash"}, UID: 65535, GID: 65535,
+			Image: "sharness/bash:dev", Entrypoint: []string{"/sharness-bash"}, UID: 65535, GID: 65535, Exec: []string{"/sharness-bash"}, Landlock: LandlockEnforce,
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 256, MaxMemory: 512 * mi,
 			Tmpfs:        []TmpfsMount{{"/tmp", 256 * mi}},
 			Volumes:      []VolumeMount{{Name: "workspace", Target: "/workspace"}},
@@ -132,7 +136,7 @@ func TestLoadFixtures(t *testing.T) {
 		}},
 		{full, &Component{
 			Name: "net", Kind: KindNet, SPIFFEID: "spiffe://sharness.test/net",
-			Image: "sharness/net:dev", Entrypoint: []string{"/sharness-net"}, UID: 65531, GID: 65531,
+			Image: "sharness/net:dev", Entrypoint: []string{"/sharness-net"}, UID: 65531, GID: 65531, Exec: []string{"/sharness-net"}, Landlock: LandlockEnforce,
 			Capabilities: []string{}, // L3 gave CAP_NET_BIND_SERVICE, L4 took it away
 			NoNewPrivs:   true, MaxPIDs: 128, MaxMemory: 256 * mi, Egress: true,
 			Business: Business{Net: &NetRules{
@@ -148,7 +152,7 @@ func TestLoadFixtures(t *testing.T) {
 		}},
 		{full, &Component{
 			Name: "llm", Kind: KindLLM, SPIFFEID: "spiffe://sharness.test/llm",
-			Image: "sharness/llm:dev", Entrypoint: []string{"/sharness-llm"}, UID: 65533, GID: 65533,
+			Image: "sharness/llm:dev", Entrypoint: []string{"/sharness-llm"}, UID: 65533, GID: 65533, Exec: []string{"/sharness-llm"}, Landlock: LandlockEnforce,
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 128, MaxMemory: 256 * mi,
 			Business: Business{LLM: &LLMRules{
 				Upstream: "https://api.anthropic.com", Models: &[]string{"claude-haiku-4-5", "claude-sonnet-4-5"},
@@ -159,7 +163,7 @@ func TestLoadFixtures(t *testing.T) {
 		}},
 		{full, &Component{
 			Name: "kms", Kind: KindKMS, SPIFFEID: "spiffe://sharness.test/kms",
-			Image: "sharness/kms:dev", Entrypoint: []string{"/sharness-kms"}, UID: 65534, GID: 65534,
+			Image: "sharness/kms:dev", Entrypoint: []string{"/sharness-kms"}, UID: 65534, GID: 65534, Exec: []string{"/sharness-kms"}, Landlock: LandlockEnforce,
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 32, MaxMemory: 64 * mi,
 			Volumes:    []VolumeMount{{Name: "sealed-secrets", Target: "/run/sharness/sealed", ReadOnly: true}},
 			Business:   Business{KMS: &KMSRules{Ops: &[]string{"destroy", "public", "unwrap"}, MaxUnwraps: ptr(200)}},
@@ -168,7 +172,7 @@ func TestLoadFixtures(t *testing.T) {
 		}},
 		{full, &Component{
 			Name: "fs", Kind: KindFS, SPIFFEID: "spiffe://sharness.test/fs",
-			Image: "sharness/fs:dev", Entrypoint: []string{"/sharness-fs"}, UID: 65536, GID: 65536,
+			Image: "sharness/fs:dev", Entrypoint: []string{"/sharness-fs"}, UID: 65536, GID: 65536, Exec: []string{"/sharness-fs"}, Landlock: LandlockEnforce,
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 64, MaxMemory: 128 * mi,
 			Volumes:    []VolumeMount{{Name: "workspace", Target: "/workspace"}},
 			Protected:  []string{".bashrc", ".claude", ".envrc", ".git/config", ".git/hooks", ".idea", ".vscode"},
@@ -178,7 +182,7 @@ func TestLoadFixtures(t *testing.T) {
 		}},
 		{full, &Component{
 			Name: "launcher", Kind: KindLauncher, SPIFFEID: "spiffe://sharness.test/launcher",
-			Image: "sharness/launcher:dev", Entrypoint: []string{"/sharness-launcher"}, UID: 65530, GID: 65530,
+			Image: "sharness/launcher:dev", Entrypoint: []string{"/sharness-launcher"}, UID: 65530, GID: 65530, Exec: []string{"/sharness-launcher"}, Landlock: LandlockEnforce,
 			Capabilities: []string{}, NoNewPrivs: true, MaxPIDs: 32, MaxMemory: 64 * mi,
 			Audit: []string{"ca_destroyed", "deny", "svid_issued"},
 		}},

@@ -1,6 +1,7 @@
 package pbp
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -57,6 +58,15 @@ func resolve(name string, kind Kind, p *Policy, where func(string) *Error) (*Com
 	c.MaxMemory, _ = ParseSize(pr.MaxMemory)
 	if pr.MaxRuntime != "" {
 		c.MaxRuntime, _ = ParseDuration(pr.MaxRuntime)
+	}
+	c.Landlock = cmp.Or(pr.Landlock, LandlockEnforce)
+	switch {
+	case pr.Exec != nil:
+		c.Exec = *pr.Exec
+	case len(c.Entrypoint) > 0:
+		c.Exec = []string{c.Entrypoint[0]}
+	default:
+		c.Exec = []string{}
 	}
 	f := deref(p.Files)
 	if f.Tmpfs != nil {

@@ -157,6 +157,18 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 		if pr.NoNewPrivs != nil && !*pr.NoNewPrivs {
 			return m.fail("process.no_new_privs", "false is forbidden: every component runs with no_new_privs")
 		}
+		if pr.Exec != nil {
+			for i, x := range *pr.Exec {
+				if !path.IsAbs(x) || path.Clean(x) != strings.TrimSuffix(x, "/") || x == "/" {
+					return m.fail(fmt.Sprintf("process.exec[%d]", i), "%q must be an absolute clean path (a folder ends in \"/\"; not / itself)", x)
+				}
+			}
+		}
+		switch pr.Landlock {
+		case "", LandlockEnforce, LandlockBestEffort, LandlockPerCommand:
+		default:
+			return m.fail("process.landlock", "%q must be enforce, best_effort or per_command", pr.Landlock)
+		}
 		if pr.MaxPIDs != nil && *pr.MaxPIDs < 1 {
 			return m.fail("process.max_pids", "%d must be at least 1", *pr.MaxPIDs)
 		}

@@ -102,7 +102,26 @@ type Process struct {
 	MaxPIDs      *int      `yaml:"max_pids,omitempty" json:"max_pids,omitempty"`
 	MaxMemory    string    `yaml:"max_memory,omitempty" json:"max_memory,omitempty"`
 	MaxRuntime   string    `yaml:"max_runtime,omitempty" json:"max_runtime,omitempty"`
+	// Exec lists what the component's processes may execute: absolute paths of files, or of
+	// folders ending in "/" (everything beneath). The runtime shim enforces it with a Landlock
+	// domain on the container's whole process tree. Unset: only the entrypoint's binary. A layer
+	// may only shorten the list; nothing on a writable mount may be listed.
+	Exec *[]string `yaml:"exec,omitempty" json:"exec,omitempty"`
+	// Landlock is how the shim confines the container's process tree: "enforce" (the default)
+	// refuses to start the container on a kernel without the Landlock ABI the shim needs;
+	// "best_effort" applies what the kernel has and says so; "per_command" (kind bash only) makes
+	// no container-wide domain, because a domain forbids the mounts each of bash's sandboxes
+	// needs, and bash confines every command with a domain of its own. A layer may only change a
+	// value to "enforce".
+	Landlock string `yaml:"landlock,omitempty" json:"landlock,omitempty"`
 }
+
+// The values of process.landlock.
+const (
+	LandlockEnforce    = "enforce"
+	LandlockBestEffort = "best_effort"
+	LandlockPerCommand = "per_command"
+)
 
 // Files says where a component may write. The root filesystem is always read-only.
 type Files struct {

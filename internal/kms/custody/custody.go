@@ -24,10 +24,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/kms"
 	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
@@ -47,6 +49,7 @@ type Config struct {
 	SecretsDir string         // where <name>.sealed files are read, at each call
 	Hygiene    hygiene.Report // what hygiene.Harden got; the key page's status is added
 	Log        *slog.Logger
+	Audit      *audit.Writer    // the record: one event per call; nil records nothing (tests)
 	Now        func() time.Time // nil: time.Now
 	MaxNonces  int              // 0: DefaultMaxNonces
 	// OnDestroy runs once after the destroy answer is written; the binary stops there. It must
@@ -150,6 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		attrs = append(attrs[:len(attrs)-1], "refused", "reason", ref.Type, "status", ref.Status)
 	}
 	s.cfg.Log.Info("kms call", attrs...)
+	s.cfg.Audit.Record(s.cfg.Log, event(c, name, ref))
 	if ref != nil {
 		writeRefusal(w, ref)
 		return
@@ -162,6 +166,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.once.Do(s.cfg.OnDestroy)
 	}
+}
+
+// event is a call's audit line: the op, who asked for which secret (its name, never its
+// value), the verdict and the refusal's reason code.
+func event(c kms.Call, name string, ref *kms.Refusal) audit.Event {
+	e := audit.Event{Action: c.Op, Decision: "allow", Caller: c.Caller, Destination: name}
+	if ref != nil {
+		e.Decision, e.Reason, e.Fields = "deny", ref.Type, map[string]string{"status": strconv.Itoa(ref.Status)}
+	}
+	return e
 }
 
 // call reads and parses the body into c, decides, and acts.

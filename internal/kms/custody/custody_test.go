@@ -15,12 +15,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/kms"
 	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
@@ -394,5 +397,19 @@ func TestLargeSecretUnwraps(t *testing.T) {
 	got, err := e.client.Unwrap(context.Background(), "big")
 	if err != nil || string(got) != big {
 		t.Fatalf("Unwrap of 8 KiB: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestAuditEvent: a call's audit line names the op, the caller and the secret, never its value;
+// a refusal adds its reason code and status.
+func TestAuditEvent(t *testing.T) {
+	c := kms.Call{Caller: "llm", Op: "unwrap"}
+	if got, want := event(c, "api-key", nil), (audit.Event{Action: "unwrap", Decision: "allow", Caller: "llm", Destination: "api-key"}); !reflect.DeepEqual(got, want) {
+		t.Errorf("allowed: %+v, want %+v", got, want)
+	}
+	ref := kms.Refuse(kms.ReasonNotFound, "no kms op at %s", "/v1/x")
+	want := audit.Event{Action: "unwrap", Decision: "deny", Reason: kms.ReasonNotFound, Caller: "llm", Destination: "api-key", Fields: map[string]string{"status": strconv.Itoa(ref.Status)}}
+	if got := event(c, "api-key", ref); !reflect.DeepEqual(got, want) {
+		t.Errorf("refused: %+v, want %+v", got, want)
 	}
 }

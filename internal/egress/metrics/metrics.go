@@ -1,4 +1,7 @@
-package main
+// Package metrics is net's Prometheus metrics: decisions by caller, verdict and rule, bytes
+// relayed, tunnels open. It counts what images/net decided; it decides nothing. Labels are
+// callers and rule names, both bounded sets; never hosts, which a caller chooses.
+package metrics
 
 import (
 	"bytes"
@@ -14,20 +17,20 @@ import (
 	"github.com/sharness-ai/sharness/internal/egress/proxy"
 )
 
-// metrics are served on the mTLS listener only (GET /metrics). Labels are callers and rule
-// names, both bounded sets; never hosts, which a caller chooses.
-type metrics struct {
+// Set is net's metrics, served on its mTLS listener only (GET /metrics).
+type Set struct {
 	reg       *prometheus.Registry
 	decisions *prometheus.CounterVec
 	bytes     *prometheus.CounterVec
 }
 
-func newMetrics(slots chan struct{}) *metrics {
+// New registers the metrics; tunnels reports the CONNECT tunnels open or opening.
+func New(tunnels func() int) *Set {
 	reg := prometheus.NewRegistry()
 	f := promauto.With(reg)
 	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "sharness_net_tunnels_open", Help: "CONNECT tunnels open or opening."},
-		func() float64 { return float64(len(slots)) })
-	return &metrics{reg: reg,
+		func() float64 { return float64(tunnels()) })
+	return &Set{reg: reg,
 		decisions: f.NewCounterVec(prometheus.CounterOpts{Name: "sharness_net_decisions_total",
 			Help: "Requests decided, by caller, verdict and rule."}, []string{"caller", "allow", "rule"}),
 		bytes: f.NewCounterVec(prometheus.CounterOpts{Name: "sharness_net_bytes_total",
@@ -35,14 +38,15 @@ func newMetrics(slots chan struct{}) *metrics {
 	}
 }
 
-func (m *metrics) observe(r *record) {
-	m.decisions.WithLabelValues(r.caller, strconv.FormatBool(r.d.Allow), r.d.Rule).Inc()
-	m.bytes.WithLabelValues("out").Add(float64(r.out))
-	m.bytes.WithLabelValues("in").Add(float64(r.in))
+// Observe counts one decided request and the bytes it relayed to (in) and from (out) its caller.
+func (m *Set) Observe(caller string, allow bool, rule string, in, out int64) {
+	m.decisions.WithLabelValues(caller, strconv.FormatBool(allow), rule).Inc()
+	m.bytes.WithLabelValues("out").Add(float64(out))
+	m.bytes.WithLabelValues("in").Add(float64(in))
 }
 
-// serve answers GET /metrics in the Prometheus text format, and closes the connection.
-func (m *metrics) serve(c net.Conn, timeout time.Duration) {
+// Serve answers GET /metrics in the Prometheus text format, and closes the connection.
+func (m *Set) Serve(c net.Conn, timeout time.Duration) {
 	var body bytes.Buffer
 	families, err := m.reg.Gather()
 	for _, f := range families {

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sharness-ai/sharness/internal/sidedoor"
+	"github.com/sharness-ai/sharness/policies/landlock"
+)
+
+// The test binary plays both parts, as go-landlock's own tests do (a domain cannot be undone, so
+// it is made in a child): with envMode set it is the helper (main), and the program the helper
+// executes under the domain is the test binary again, with "probe" as its first argument.
+const envMode = "SHARNESS_LANDLOCK_TEST"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envMode) != "" {
+		if len(os.Args) > 1 && os.Args[1] == "probe" {
+			probe(os.Args[2], os.Args[3], os.Args[4], os.Args[5])
+			os.Exit(0)
+		}
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// probe tries what the domain decides and prints one JSON object of outcomes.
+func probe(writable, other, allowedAddr, deniedAddr string) {
+	write := func(dir string) string {
+		err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
+		return kind(err)
+	}
+	dial := func(addr string) string {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		return kind(err)
+	}
+	self, _ := os.Executable()
+	exe, _ := sidedoor.CopyExec(self, writable, "-test.run=^$")(context.Background())
+	out := map[string]string{"write-allowed": write(writable), "write-other": write(other),
+		"exec-copy": exe, "connect-allowed": dial(allowedAddr), "connect-other": dial(deniedAddr)}
+	json.NewEncoder(os.Stdout).Encode(out)
+}
+
+func kind(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return sidedoor.Kind(err)
+}
+
+func TestHelperConfines(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writable, other := t.TempDir(), t.TempDir()
+	var ports [2]uint16
+	var addrs [2]string
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for c, err := l.Accept(); err == nil; c, err = l.Accept() {
+				c.Close()
+			}
+		}()
+		addrs[i], ports[i] = l.Addr().String(), uint16(l.Addr().(*net.TCPAddr).Port)
+	}
+	// The test binary may be dynamically linked: its loader must be executable too.
+	exe := []string{self, "/lib64/ld-linux-x86-64.so.2"}
+	if real, err := filepath.EvalSymlinks(exe[1]); err == nil {
+		exe = append(exe, real)
+	}
+	d := landlock.Domain{Mode: landlock.Enforce, Exec: exe, Write: []string{writable}, Connect: []uint16{ports[0]}}
+	cmd := exec.Command(self, d.Encode(), "--", self, "probe", writable, other, addrs[0], addrs[1])
+	cmd.Env = append(os.Environ(), envMode+"=1")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if abi() < landlock.MinABI { // the kernel cannot enforce it: the helper must refuse, not run
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 126 || !strings.Contains(stderr.String(), "Landlock ABI") {
+			t.Fatalf("kernel ABI %d: helper %v, stderr %q; want exit 126 naming the ABI", abi(), err, stderr.String())
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, stderr.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("probe output %q: %v", out, err)
+	}
+	want := map[string]string{"write-allowed": "ok", "write-other": "EACCES", "exec-copy": "EACCES",
+		"connect-allowed": "ok", "connect-other": "EACCES"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+func TestHelperRefuses(t *testing.T) {
+	self, _ := os.Executable()
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no separator", []string{`{}`, self}, "usage"},
+		{"no program", []string{landlock.Domain{Mode: landlock.Enforce}.Encode(), "--"}, "usage"},
+		{"a bad domain", []string{`{"mode":"off"}`, "--", self}, "mode"},
+		{"per_command", []string{landlock.Domain{Mode: landlock.PerCommand}.Encode(), "--", self}, "per_command"},
+		{"a missing program", []string{landlock.Domain{Mode: landlock.BestEffort, Exec: []string{"/nowhere"}}.Encode(), "--", "/nowhere/prog"}, "find /nowhere/prog"},
+		{"a missing writable folder", []string{landlock.Domain{Mode: landlock.BestEffort, Write: []string{"/nowhere"}}.Encode(), "--", self}, "/nowhere"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(self, tt.args...)
+			cmd.Env = append(os.Environ(), envMode+"=1")
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 126 || !strings.Contains(string(out), tt.wantErr) {
+				t.Errorf("helper %q: %v, %q; want exit 126 and %q", tt.args, err, out, tt.wantErr)
+			}
+		})
+	}
+}

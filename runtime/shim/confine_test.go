@@ -1,0 +1,105 @@
+package shim
+
+import (
+	"slices"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/policies/landlock"
+)
+
+func TestConfine(t *testing.T) {
+	const helper = "/usr/local/lib/sharness-ai/sharness-landlock"
+	agent, raw := compiled(t, "agent")
+	bash, _ := compiled(t, "bash")
+	fresh := func() *specs.Spec {
+		s, err := LoadSpec(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	d, rs := Domain(agent)
+	if rs != nil || d.Mode != landlock.Enforce || !slices.Contains(d.Exec, "/sharness-agent") {
+		t.Fatalf("Domain(agent) = %+v, %v", d, rs)
+	}
+
+	got := fresh()
+	changed, rs := Confine(agent, got, helper, landlock.MinABI)
+	if !changed || rs != nil {
+		t.Fatalf("Confine = %v, %v", changed, rs)
+	}
+	if want := []string{HelperMount, d.Encode(), "--", "/sharness-agent"}; !slices.Equal(got.Process.Args, want) {
+		t.Errorf("args = %q, want %q", got.Process.Args, want)
+	}
+	m := got.Mounts[len(got.Mounts)-1]
+	if m.Destination != HelperMount || m.Source != helper || !slices.Contains(m.Options, "ro") || slices.Contains(m.Options, "noexec") {
+		t.Errorf("helper mount = %+v, want it read-only and executable", m)
+	}
+	if !Unwrap(got) || len(Check(agent, got)) != 0 || !slices.Equal(got.Process.Args, []string{"/sharness-agent"}) {
+		t.Errorf("Unwrap did not give back the checked spec: %v, %v", got.Process.Args, Check(agent, got))
+	}
+	if Unwrap(fresh()) {
+		t.Error("Unwrap of a spec the shim never confined says it was")
+	}
+
+	// Under `init: true`, Docker's init is the first program, and runs inside the domain.
+	withInit := fresh()
+	withInit.Process.Args = []string{"/sbin/docker-init", "--", "/sharness-agent"}
+	if changed, rs := Confine(agent, withInit, helper, landlock.MinABI); !changed || rs != nil {
+		t.Fatalf("Confine with init = %v, %v", changed, rs)
+	}
+	if inner, err := landlock.Parse(withInit.Process.Args[1]); err != nil || !slices.Contains(inner.Exec, "/sbin/docker-init") ||
+		!slices.Equal(withInit.Process.Args[2:], []string{"--", "/sbin/docker-init", "--", "/sharness-agent"}) {
+		t.Errorf("with init: args %q (%v); want docker-init wrapped and executable in the domain", withInit.Process.Args, err)
+	}
+
+	p := &specs.Process{Args: []string{"/sharness-agent", "health"}}
+	if changed, rs := ConfineProcess(agent, p); !changed || rs != nil || p.Args[0] != HelperMount || p.Args[3] != "/sharness-agent" {
+		t.Errorf("ConfineProcess = %v, %v, %q", changed, rs, p.Args)
+	}
+
+	// bash confines each command itself: nothing changes, and nothing is refused.
+	b := fresh()
+	if changed, rs := Confine(bash, b, helper, 0); changed || rs != nil {
+		t.Errorf("Confine(bash) = %v, %v; want no change on any kernel", changed, rs)
+	}
+
+	noDomain := fresh()
+	delete(noDomain.Annotations, landlock.Annotation)
+	bestEffort := fresh()
+	bestEffort.Annotations[landlock.Annotation] = landlock.Domain{Mode: landlock.BestEffort, Exec: []string{"/sharness-agent"}}.Encode()
+	bad := fresh()
+	bad.Annotations[landlock.Annotation] = `{"mode":"off"}`
+	tests := []struct {
+		name      string
+		want      *specs.Spec
+		abi       int
+		wantField string
+	}{
+		{"an enforced domain on an old kernel", agent, landlock.MinABI - 1, "landlock"},
+		{"no kernel Landlock at all", agent, 0, "landlock"},
+		{"a policy without a domain", noDomain, landlock.MinABI, "annotations." + landlock.Annotation},
+		{"a domain that does not parse", bad, landlock.MinABI, "annotations." + landlock.Annotation},
+		{"best effort on an old kernel", bestEffort, 3, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := fresh()
+			changed, rs := Confine(tt.want, got, helper, tt.abi)
+			if tt.wantField == "" {
+				if !changed || rs != nil {
+					t.Errorf("Confine = %v, %v; want the process wrapped", changed, rs)
+				}
+				return
+			}
+			if changed || len(rs) != 1 || rs[0].Field != tt.wantField {
+				t.Errorf("Confine = %v, %+v; want one refusal of %s and no change", changed, rs, tt.wantField)
+			}
+			if got.Process.Args[0] == HelperMount {
+				t.Error("a refused spec was wrapped anyway")
+			}
+		})
+	}
+}
