@@ -8,7 +8,8 @@
 # mounts, limits and marker), with its entrypoint replaced by `busybox true`, so each start is the
 # runtime's create, start and delete of a container that exits at once. Per round, the agent is
 # created once under runc and once under the sharness runtime (which checks it against its
-# compiled policy, restores the masked paths and hands over to runc) and started STARTS times
+# compiled policy, restores the masked paths, binds the Landlock helper in front of the entrypoint
+# and hands over to runc; the helper then makes the domain and executes busybox) and started STARTS times
 # each; rounds alternate the order. Prints p50 and p99 of `docker start -a` for each and the
 # ratio. Needs the engine from hack/engine.sh (the runtime registered), hack/runtime.sh install
 # and `sharness-ai install` (as hack/e2e.sh does), and the images.

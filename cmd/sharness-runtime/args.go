@@ -13,7 +13,7 @@ import (
 // follow the positional arguments (urfave's argument reordering; runc's exec sets SkipArgReorder).
 type invocation struct {
 	root, log, logFormat string // runc's global flags the shim uses
-	command              string // "" when only global flags (e.g. --version) are given
+	command              string // "" when runc runs no command: only global flags, or a help or version flag
 	id                   string // the container id, first positional argument
 	flags                map[string][]string
 }
@@ -85,6 +85,7 @@ var (
 // their name: their arguments go to runc untouched.
 func parseArgs(args []string) (invocation, error) {
 	inv := invocation{flags: map[string][]string{}}
+	var help, version bool
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -103,12 +104,19 @@ func parseArgs(args []string) (invocation, error) {
 			inv.log = val
 		case "log-format":
 			inv.logFormat = val
+		case "help":
+			help = val == "true"
+		case "version":
+			version = val == "true"
 		}
 	}
 	if i < len(args) && args[i] == "--" {
 		i++
 	}
-	if i == len(args) {
+	// With --help or --version runc prints and runs no command (urfave/cli's App.Run checks both
+	// before it dispatches). Go's flag package keeps the last value of a repeated flag; -h and
+	// --help together are an error before any command runs.
+	if i == len(args) || help || version {
 		return inv, nil
 	}
 	inv.command = args[i]
@@ -137,6 +145,11 @@ func parseArgs(args []string) (invocation, error) {
 		}
 		i = n
 		inv.flags[name] = append(inv.flags[name], val)
+	}
+	if v, _ := inv.last("help"); v == "true" {
+		// runc shows the command's help and runs nothing (urfave/cli's checkCommandHelp), so there
+		// is nothing to police: `runc create -h` reads no bundle, as `runc help create` does.
+		return invocation{root: inv.root, log: inv.log, logFormat: inv.logFormat, flags: map[string][]string{}}, nil
 	}
 	if len(positional) > 0 {
 		inv.id = positional[0]

@@ -42,6 +42,18 @@ func TestParseArgs(t *testing.T) {
 			invocation{command: "update", id: "abc", flags: map[string][]string{"pids-limit": {"10"}, "memory": {"1g"}}}},
 		{"other commands keep their arguments for runc", []string{"kill", "--all", "abc", "KILL"}, invocation{command: "kill"}},
 		{"double dash before the command", []string{"--", "state", "abc"}, invocation{command: "state"}},
+		// runc prints help or its version and runs no command: nothing to police (runc's help.bats).
+		{"command help", []string{"--root", "/r", "create", "-h", "--bundle", "/missing", "abc"}, invocation{root: "/r"}},
+		{"command help after the id", []string{"run", "abc", "--help"}, invocation{}},
+		{"exec help before the id", []string{"exec", "-h", "abc"}, invocation{}},
+		{"exec -h after the id is the process's", []string{"exec", "abc", "sh", "-h"}, invocation{command: "exec", id: "abc"}},
+		{"update help", []string{"update", "--help=true", "--memory", "1g", "abc"}, invocation{}},
+		{"command help turned off again", []string{"create", "-h", "-h=false", "abc"},
+			invocation{command: "create", id: "abc", flags: map[string][]string{"help": {"true", "false"}}}},
+		{"global version", []string{"--log", "/l", "-v", "create", "--bundle", "/b", "abc"}, invocation{log: "/l"}},
+		{"global help", []string{"--help", "update", "--pids-limit", "-1", "abc"}, invocation{}},
+		{"global help turned off", []string{"--help=false", "--version=0", "create", "abc"},
+			invocation{command: "create", id: "abc", flags: map[string][]string{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +68,34 @@ func TestParseArgs(t *testing.T) {
 				t.Errorf("parseArgs(%q) (-want +got):\n%s", tt.args, d)
 			}
 		})
+	}
+}
+
+// TestHelpPassesThrough: with a help or version flag runc reads no bundle and starts nothing, so
+// the shim hands over without reading one either (it used to refuse `runc create -h` for want of
+// a config.json; found by runc's help.bats in hack/conformance.sh).
+func TestHelpPassesThrough(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"create -h", []string{"create", "-h", "--bundle", "/missing", "abc"}},
+		{"exec -h", []string{"exec", "-h", "missing"}},
+		{"update --help", []string{"update", "--help", "-r", "-", "missing"}},
+		{"global -v", []string{"-v", "run", "abc"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &fakeHost{} // no files, no containers, no stdin: any read would be a refusal
+			if _, r := decide(tt.args, func(string) string { return "/policies" }, h); r != nil {
+				t.Errorf("decide(%q) refused: %s", tt.args, r.msg)
+			}
+		})
+	}
+	// A help flag that does not end up true polices as before.
+	if _, r := decide([]string{"create", "-h", "-h=false", "--bundle", "/missing", "abc"},
+		func(string) string { return "/policies" }, &fakeHost{}); r == nil {
+		t.Errorf("decide(create -h -h=false) with no bundle: allowed, want a refusal")
 	}
 }
 

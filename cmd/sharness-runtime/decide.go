@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -46,8 +47,10 @@ type action struct {
 	// runc reads it; nil when nothing changed.
 	rewrite  *specs.Spec
 	specPath string
-	// process is an exec's process.json after shim.ConfineProcess, for procPath; nil: unchanged.
-	process  *specs.Process
+	// process is what runc reads for an exec's --process procPath: the bytes the shim read (a
+	// pipe such as /dev/fd/N cannot be read twice), or the process after shim.ConfineProcess. The
+	// handover gives them to runc in a memfd; nil when the exec has no --process.
+	process  []byte
 	procPath string
 }
 
@@ -107,9 +110,12 @@ func decide(args []string, getenv func(string) string, h host) (action, *refusal
 		}
 		container = got
 		if inv.command == "exec" {
-			p, err := execProcess(inv, h, got.Process)
+			p, raw, err := execProcess(inv, h, got.Process)
 			if err != nil {
 				return action{}, plain(inv, "process", "a valid process", err.Error())
+			}
+			if raw != nil {
+				act.process, act.procPath = raw, mustLast(inv, "process")
 			}
 			check = func(want *specs.Spec) []shim.Refusal {
 				if rs := shim.CheckProcess(want, p); len(rs) > 0 {
@@ -121,7 +127,11 @@ func decide(args []string, getenv func(string) string, h host) (action, *refusal
 				case confined && !viaFile:
 					return []shim.Refusal{{Field: "exec", Want: "--process (a confined container's exec joins its Landlock domain through the file)", Got: "a command line"}}
 				case confined:
-					act.process, act.procPath = p, path
+					b, err := json.Marshal(p)
+					if err != nil {
+						return []shim.Refusal{{Field: "process", Want: "a process to confine", Got: err.Error()}}
+					}
+					act.process, act.procPath = b, path
 				}
 				return rs
 			}
@@ -205,6 +215,12 @@ func confine(command string, getenv func(string) string, h host, want, got *spec
 		return false, []shim.Refusal{{Field: "landlock", Want: "the Landlock helper at " + helper + " (hack/runtime.sh install)", Got: fmt.Sprintf("missing (%v)", err)}}
 	}
 	return shim.Confine(want, got, helper, h.LandlockABI())
+}
+
+// mustLast is the last value of a flag the parser has seen.
+func mustLast(inv invocation, name string) string {
+	v, _ := inv.last(name)
+	return v
 }
 
 func reason(field, want, got string) string { return field + ": want " + want + " got " + got }

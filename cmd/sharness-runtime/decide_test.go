@@ -329,7 +329,8 @@ func TestDecideConfines(t *testing.T) {
 	}
 
 	act, r = decide([]string{"exec", "-p", "/proc-ok.json", "abc"}, getenv, &fakeHost{files: files, bundles: map[string]string{"abc": "/bundle"}})
-	if r != nil || act.process == nil || act.procPath != "/proc-ok.json" || act.process.Args[0] != shim.HelperMount {
+	var wrapped specs.Process
+	if r != nil || act.procPath != "/proc-ok.json" || json.Unmarshal(act.process, &wrapped) != nil || wrapped.Args[0] != shim.HelperMount {
 		t.Errorf("exec -p: action %+v, refusal %v; want the process wrapped", act, r)
 	}
 

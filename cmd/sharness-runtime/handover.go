@@ -2,9 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -150,8 +151,8 @@ func findRunc(getenv func(string) string) (string, error) {
 	return path, nil
 }
 
-// handover replaces this process with runc, with the same argv but argv[0]. Only on failure
-// does it return.
+// handover replaces this process with runc, with the same argv but argv[0] (and an exec's
+// --process, see processFD). Only on failure does it return.
 func handover(runc string, args []string, act action) error {
 	if act.rewrite != nil {
 		if err := writeJSON(act.specPath, act.rewrite); err != nil {
@@ -159,7 +160,8 @@ func handover(runc string, args []string, act action) error {
 		}
 	}
 	if act.process != nil {
-		if err := writeJSON(act.procPath, act.process); err != nil {
+		var err error
+		if args, err = processFD(args, act.procPath, act.process); err != nil {
 			return err
 		}
 	}
@@ -173,6 +175,38 @@ func handover(runc string, args []string, act action) error {
 		return fmt.Errorf("exec %s: %w", runc, err)
 	}
 	return nil
+}
+
+// processFD hands runc the process the shim checked in a memfd it inherits, and points --process
+// at it (/proc/self/fd/N): the file the engine named may be a pipe, which the shim's read emptied,
+// and it is never rewritten in place. args must name path as --process's value exactly once.
+func processFD(args []string, path string, data []byte) ([]string, error) {
+	at, prefix := -1, "" // the argument to replace, and what comes before the value in it
+	n := 0
+	for i, a := range args {
+		switch {
+		case (a == "-p" || a == "--process") && i+1 < len(args) && args[i+1] == path:
+			at, prefix, n = i+1, "", n+1
+		case a == "-p="+path || a == "--process="+path:
+			at, prefix, n = i, a[:len(a)-len(path)], n+1
+		}
+	}
+	if n != 1 {
+		return nil, fmt.Errorf("hand the checked process to runc: --process %s appears %d times", path, n)
+	}
+	fd, err := unix.MemfdCreate("sharness-process.json", 0) // no CLOEXEC: runc inherits it
+	if err == nil {
+		_, err = unix.Write(fd, data)
+	}
+	if err == nil {
+		_, err = unix.Seek(fd, 0, io.SeekStart)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("hand the checked process to runc: %w", err)
+	}
+	out := slices.Clone(args)
+	out[at] = prefix + "/proc/self/fd/" + strconv.Itoa(fd)
+	return out, nil
 }
 
 // stdinFrom makes fd 0 a pipe that holds data and then EOF: the shim read runc's stdin to check

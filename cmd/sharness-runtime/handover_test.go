@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/runtime/shim"
 )
 
 // The handover replaces the process, so these tests run the test binary itself as the shim
@@ -66,8 +69,9 @@ func copyFile(src, dst string) error {
 }
 
 type record struct {
-	Argv  []string `json:"argv"`
-	Stdin string   `json:"stdin"`
+	Argv    []string `json:"argv"`
+	Stdin   string   `json:"stdin"`
+	Process string   `json:"process,omitempty"` // what runc's -p names held, when it names one
 }
 
 func fakeRunc() {
@@ -76,7 +80,14 @@ func fakeRunc() {
 		os.Exit(0)
 	}
 	stdin, _ := io.ReadAll(os.Stdin)
-	b, _ := json.Marshal(record{Argv: os.Args, Stdin: string(stdin)})
+	r := record{Argv: os.Args, Stdin: string(stdin)}
+	for i, a := range os.Args {
+		if a == "-p" && i+1 < len(os.Args) {
+			p, _ := os.ReadFile(os.Args[i+1])
+			r.Process = string(p)
+		}
+	}
+	b, _ := json.Marshal(r)
 	if err := os.WriteFile(os.Getenv(envRecord), b, 0o600); err != nil {
 		os.Exit(3)
 	}
@@ -91,6 +102,18 @@ type shimRun struct {
 }
 
 func runShim(t *testing.T, runc, stdin string, args ...string) *shimRun {
+	t.Helper()
+	return runShimIn(t, runc, stdin, "bundle", nil, args...)
+}
+
+// runShimFiles runs the shim on the unmarked container (/plain) with extra open files (fd 3...).
+func runShimFiles(t *testing.T, extra []*os.File, args ...string) *shimRun {
+	t.Helper()
+	return runShimIn(t, "", "", "plain", extra, args...)
+}
+
+// runShimIn runs the shim with bundle as the container `runc state` names, and extra files.
+func runShimIn(t *testing.T, runc, stdin, bundle string, extra []*os.File, args ...string) *shimRun {
 	t.Helper()
 	dir := t.TempDir()
 	for name, content := range fixtureFiles(t) {
@@ -116,8 +139,8 @@ func runShim(t *testing.T, runc, stdin string, args ...string) *shimRun {
 		t.Fatal(err)
 	}
 	cmd.Env = []string{envRunc + "=" + runc, envPolicies + "=" + filepath.Join(dir, policyRoot),
-		envRecord + "=" + s.record, envBundle + "=" + filepath.Join(dir, "bundle"), envHelper + "=" + helper}
-	cmd.Stdin, cmd.Stderr = strings.NewReader(stdin), &s.stderr
+		envRecord + "=" + s.record, envBundle + "=" + filepath.Join(dir, bundle), envHelper + "=" + helper}
+	cmd.Stdin, cmd.Stderr, cmd.ExtraFiles = strings.NewReader(stdin), &s.stderr, extra
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
@@ -154,7 +177,6 @@ func TestHandover(t *testing.T) {
 	}{
 		{"create", "", []string{"--root", "@/root", "--log", "@/log.json", "--log-format", "json", "create", "--bundle", "@/ok", "abc"}},
 		{"unmarked", "", []string{"run", "-b=@/plain", "abc"}},
-		{"exec -p", "", []string{"exec", "-p", "@/proc-ok.json", "abc"}},
 		{"update -r - gets the checked bytes on stdin", resources, []string{"update", "-r", "-", "abc"}},
 		{"pass-through keeps stdin", "input", []string{"--root", "/r", "kill", "abc", "KILL"}},
 	}
@@ -169,6 +191,42 @@ func TestHandover(t *testing.T) {
 				t.Errorf("runc got (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestHandoverExecProcess: runc reads the process the shim checked, from a memfd it inherits
+// (/proc/self/fd/N), not the engine's file again: wrapped in the Landlock helper for a confined
+// container, and byte for byte what the engine wrote when the shim reads it from a pipe that a
+// second read would find empty.
+func TestHandoverExecProcess(t *testing.T) {
+	runc := filepath.Join(binDir, fakeRuncName)
+	s := runShim(t, "", "", "exec", "-p", "@/proc-ok.json", "abc")
+	if s.code != 0 {
+		t.Fatalf("shim exit %d, stderr %q", s.code, s.stderr.String())
+	}
+	got := s.got(t)
+	if len(got.Argv) != 5 || got.Argv[0] != runc || got.Argv[2] != "-p" || !strings.HasPrefix(got.Argv[3], "/proc/self/fd/") || got.Argv[4] != "abc" {
+		t.Fatalf("runc argv %q, want -p /proc/self/fd/N", got.Argv)
+	}
+	var p specs.Process
+	if err := json.Unmarshal([]byte(got.Process), &p); err != nil || len(p.Args) < 4 || p.Args[0] != shim.HelperMount {
+		t.Errorf("runc read the process %s (%v), want it wrapped in the Landlock helper", got.Process, err)
+	}
+
+	// An unmarked container's process, from a pipe: runc gets the same bytes.
+	plain := `{"user":{"uid":0,"gid":0},"args":["/bin/true"],"cwd":"/"}`
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.WriteString(plain); w.Close() }()
+	defer r.Close()
+	s = runShimFiles(t, []*os.File{r}, "exec", "-p", "/dev/fd/3", "abc")
+	if s.code != 0 {
+		t.Fatalf("shim exit %d, stderr %q", s.code, s.stderr.String())
+	}
+	if got := s.got(t); got.Process != plain {
+		t.Errorf("runc read %q from the process it was given, want the engine's bytes %q", got.Process, plain)
 	}
 }
 
@@ -285,5 +343,15 @@ func TestHashInRoot(t *testing.T) {
 	}
 	if _, err := (osHost{}).HashInRoot(root, "/../../etc/hostname"); err == nil {
 		t.Error("a path climbing out of the root was followed")
+	}
+}
+
+// A refused exec exits 255, as runc's exec failures do: 1 would read as the process's own exit.
+func TestExecRefusalExitCode(t *testing.T) {
+	if s := runShim(t, "", "", "exec", "-p", "@/proc-wide.json", "abc"); s.code != 255 {
+		t.Errorf("refused exec: exit %d, want 255", s.code)
+	}
+	if s := runShim(t, "", "", "create", "-b", "@/wide", "abc"); s.code != 1 {
+		t.Errorf("refused create: exit %d, want 1", s.code)
 	}
 }

@@ -12,16 +12,18 @@
 // exec and update name a container, not a bundle: its bundle comes from `runc state`.
 //
 // Environment: SHARNESS_RUNTIME_RUNC (the runc binary; default runc on PATH),
-// SHARNESS_RUNTIME_POLICIES (the policy root). Exit codes: runc's own after a handover; 1 when
-// the shim refuses or cannot hand over, with one error line on runc's --log (which containerd
-// reads back into docker's error message) and the same text on stderr.
+// SHARNESS_RUNTIME_POLICIES (the policy root), SHARNESS_RUNTIME_LANDLOCK (the Landlock helper).
+// Exit codes: runc's own after a handover; 1 (255 for exec, as runc's) when the shim refuses or
+// cannot hand over, with one error line on runc's --log (which containerd reads back into
+// docker's error message) and the same text on stderr.
 //
 // What it does not guarantee: the container names its own policy, so whoever edits its compose
 // file can name another compiled policy installed on the host, or drop the marker unless strict
-// mode is on; anyone with the Docker API can choose another runtime unless this one is the
-// default. Files it checks (config.json, process.json) are read again by runc: they must live
-// where only root writes (containerd's bundle and temp directories do). It adds no Landlock
-// domain yet.
+// mode is on; anyone with the Docker API can name runc instead, even where this one is the
+// default. The config.json it checks is read again by runc (an exec's process is not: runc gets
+// the checked bytes in a memfd): it must live where only root writes (containerd's bundles do).
+// Between its check and runc's start nothing else is compared; what no OCI field carries it adds
+// through the Landlock helper (runtime/shim.Confine).
 package main
 
 import (
@@ -33,8 +35,17 @@ import (
 
 func main() {
 	if err := run(os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		os.Exit(1)
+		os.Exit(exitCode(os.Args[1:]))
 	}
+}
+
+// exitCode is what a refusal exits with: 255 for exec, as runc's own exec failures do, so that it
+// cannot be mistaken for the exec'd process exiting 1; 1 otherwise.
+func exitCode(args []string) int {
+	if inv, _ := parseArgs(args); inv.command == "exec" {
+		return 255
+	}
+	return 1
 }
 
 // run decides, then hands over to runc; it returns only when it refuses or the handover fails.

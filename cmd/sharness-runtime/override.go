@@ -11,26 +11,26 @@ import (
 )
 
 // execProcess returns the process `runc exec` would start: the --process file as is (runc then
-// ignores the other process flags), or the container's own process with the flags applied the
-// way runc 1.1's getProcess applies them.
-func execProcess(inv invocation, h host, base *specs.Process) (*specs.Process, error) {
+// ignores the other process flags), with the bytes read, or the container's own process with the
+// flags applied the way runc 1.1's getProcess applies them (and no bytes).
+func execProcess(inv invocation, h host, base *specs.Process) (*specs.Process, []byte, error) {
 	if path, ok := inv.last("process"); ok {
 		data, err := h.ReadFile(path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var p specs.Process
 		if err := decodeStrict(data, &p); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", path, err)
+			return nil, nil, fmt.Errorf("parse %s: %w", path, err)
 		}
-		return &p, nil
+		return &p, data, nil
 	}
 	if base == nil {
-		return nil, errors.New("the container's config has no process")
+		return nil, nil, errors.New("the container's config has no process")
 	}
 	var p specs.Process // a deep copy: the container's spec stays as read
 	if b, err := json.Marshal(base); err != nil || json.Unmarshal(b, &p) != nil {
-		return nil, errors.New("copy the container's process")
+		return nil, nil, errors.New("copy the container's process")
 	}
 	if v, ok := inv.last("cwd"); ok && v != "" {
 		p.Cwd = v
@@ -62,13 +62,13 @@ func execProcess(inv invocation, h host, base *specs.Process) (*specs.Process, e
 		uid, gid, hasGID := strings.Cut(v, ":")
 		u, err := strconv.ParseUint(uid, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("parse --user %q: %w", v, err)
+			return nil, nil, fmt.Errorf("parse --user %q: %w", v, err)
 		}
 		p.User.UID = uint32(u)
 		if hasGID {
 			g, err := strconv.ParseUint(gid, 10, 32)
 			if err != nil {
-				return nil, fmt.Errorf("parse --user %q: %w", v, err)
+				return nil, nil, fmt.Errorf("parse --user %q: %w", v, err)
 			}
 			p.User.GID = uint32(g)
 		}
@@ -76,11 +76,11 @@ func execProcess(inv invocation, h host, base *specs.Process) (*specs.Process, e
 	for _, v := range inv.flags["additional-gids"] {
 		g, err := strconv.ParseUint(v, 10, 32)
 		if err != nil {
-			return nil, fmt.Errorf("parse --additional-gids %q: %w", v, err)
+			return nil, nil, fmt.Errorf("parse --additional-gids %q: %w", v, err)
 		}
 		p.User.AdditionalGids = append(p.User.AdditionalGids, uint32(g))
 	}
-	return &p, nil
+	return &p, nil, nil
 }
 
 // updateResources returns the resources `runc update` would apply, and the bytes it read from

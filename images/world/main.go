@@ -45,8 +45,8 @@ import (
 )
 
 type config struct {
-	addr  netip.Addr // what the zone answers for the test hosts
-	extra zone       // WORLD_EXTRA_HOSTS
+	addr  netip.Addr      // what the zone answers for the test hosts
+	extra zone            // WORLD_EXTRA_HOSTS
 	cert  tls.Certificate // the HTTPS leaf
 	repo  string
 }

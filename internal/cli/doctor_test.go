@@ -57,7 +57,7 @@ func fakeHost(t *testing.T, docker map[string]string, files map[string]string, k
 
 var healthyDocker = map[string]string{
 	"version --format json": `{"Server":{"Version":"26.1.4"}}`,
-	"info --format json":    `{"Runtimes":{"runc":{}},"DefaultRuntime":"runc","SecurityOptions":["name=seccomp,profile=builtin"]}`,
+	"info --format json":    `{"Runtimes":{"runc":{},"sharness":{}},"DefaultRuntime":"sharness","SecurityOptions":["name=seccomp,profile=builtin"]}`,
 	"compose version":       "Docker Compose version v2.40.3\n",
 }
 
@@ -87,12 +87,12 @@ func TestDoctor(t *testing.T) {
 		for _, want := range []string{
 			`(?m)^CHECK +STATUS +DETAIL$`,
 			`(?m)^engine +ok +Docker Engine 26\.1\.4 \(has the CVE-2024-29018 fix\)$`,
-			`(?m)^runtime +degraded +no sharness runtime registered`,
+			`(?m)^runtime +ok +the sharness runtime is registered and is the default runtime`,
 			`(?m)^memfd_secret +degraded +ENOSYS`,
 			`(?m)^kms/mlockall +degraded +kms \S+ \(project demo\): degraded: memlock limit`,
 			`(?m)^kms/not_dumpable +ok +`,
 			`(?m)^dns-leak +skipped +run with --live`,
-			`(?m)^8 ok, 3 degraded, 0 failed, 1 skipped$`,
+			`(?m)^9 ok, 2 degraded, 0 failed, 1 skipped$`,
 		} {
 			if !regexp.MustCompile(want).MatchString(out) {
 				t.Errorf("output lacks %s:\n%s", want, out)

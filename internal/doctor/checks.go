@@ -153,7 +153,7 @@ func runtimeCheck(f Facts) (Status, string) {
 	case registered: // DESIGN §10: anyone with the Docker API can pick another runtime.
 		return Degraded, fmt.Sprintf("the sharness runtime is registered but the default is %s: anyone with the Docker API can choose another runtime; make it the default (daemon.json \"default-runtime\": \"sharness\")", e.DefaultRuntime)
 	}
-	return Degraded, fmt.Sprintf("no sharness runtime registered (default %s; the runtime shim is not built yet): the compose files are a Setting, not a Boundary, and whoever can edit them can widen a component", e.DefaultRuntime)
+	return Fail, fmt.Sprintf("no sharness runtime registered (default %s): the stack's services ask for runtime sharness and will not start; install it (hack/runtime.sh install) and register it (hack/engine.sh starts dockerd with it, or daemon.json \"runtimes\" and \"default-runtime\")", e.DefaultRuntime)
 }
 
 func seccompCheck(f Facts) (Status, string) {

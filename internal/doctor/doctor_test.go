@@ -76,7 +76,7 @@ func TestChecks(t *testing.T) {
 		{"compose garbage", composeCheck, Facts{Compose: Compose{Output: "hello"}}, Fail, `output "hello"`},
 		{"compose missing", composeCheck, Facts{Compose: Compose{Err: errors.New("docker: 'compose' is not a docker command")}}, Fail, "hack/engine.sh install builds it"},
 
-		{"runtime absent", runtimeCheck, Facts{Engine: engine}, Degraded, "not a Boundary"},
+		{"runtime absent", runtimeCheck, Facts{Engine: engine}, Fail, "will not start"},
 		{"runtime registered", runtimeCheck, Facts{Engine: Engine{Version: "26.1.4", Runtimes: []string{"runc", "sharness"}, DefaultRuntime: "runc"}}, Degraded, "make it the default"},
 		{"runtime default", runtimeCheck, Facts{Engine: Engine{Version: "26.1.4", Runtimes: []string{"runc", "sharness"}, DefaultRuntime: "sharness"}}, OK, "default runtime"},
 		{"runtime no engine", runtimeCheck, Facts{Engine: Engine{Err: errors.New("down")}}, Skipped, "no engine"},

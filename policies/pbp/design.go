@@ -20,8 +20,8 @@ type Component struct {
 	Capabilities []string // sorted, CAP_ prefixed
 	NoNewPrivs   bool     // always true: the design has no way to turn it off
 	MaxPIDs      int64
-	MaxMemory    int64 // bytes
-	MaxRuntime   int64 // seconds; 0 means the session's lifetime
+	MaxMemory    int64    // bytes
+	MaxRuntime   int64    // seconds; 0 means the session's lifetime
 	Exec         []string // sorted; what may be executed (a trailing "/" marks a folder)
 	Landlock     string   // LandlockEnforce, LandlockBestEffort or LandlockPerCommand
 
