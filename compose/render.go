@@ -66,7 +66,7 @@ const (
 // the binds never create a missing source, so a missing one stops the container instead of
 // leaving a path unprotected.
 const (
-	WorkspaceMount  = "/workspace"
+	WorkspaceMount  = compile.WorkspaceMount
 	workspaceSource = "${SHARNESS_AI_WORKSPACE:-./workspace}"
 )
 

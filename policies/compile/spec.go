@@ -33,7 +33,7 @@ const VolumeRoot = "/var/lib/sharness-ai/volumes"
 // component sees it.
 const (
 	WorkspaceRoot  = "/var/lib/sharness-ai/workspace"
-	WorkspaceMount = "/workspace"
+	WorkspaceMount = pbp.WorkspaceDir
 )
 
 // Where every component finds the manifest (read-only), its identity socket's folder, and, for

@@ -102,7 +102,7 @@ func writableUnder(c *Component, x string) string {
 		}
 	}
 	if c.Workspace == "rw" {
-		rw = append(rw, "/workspace")
+		rw = append(rw, WorkspaceDir)
 	}
 	for _, w := range rw {
 		if within(x, w) || strings.HasSuffix(x, "/") && within(w, strings.TrimSuffix(x, "/")) {

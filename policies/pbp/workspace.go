@@ -6,6 +6,9 @@ import (
 	"strings"
 )
 
+// WorkspaceDir is where a component with files.workspace sees the person's workspace folder.
+const WorkspaceDir = "/workspace"
+
 // WorkspaceMount is one bind mount of the person's workspace folder: Rel is "" for the workspace
 // itself, else a path inside it.
 type WorkspaceMount struct {
