@@ -34,7 +34,6 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/healthz"
-	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 	"github.com/sharness-ai/sharness/internal/serve"
@@ -105,16 +104,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	// bash's audit log, signed with its SVID: a bash without its record does not run. The
 	// sandboxes cannot reach it: their Landlock domain reads and writes neither /var nor its volume.
-	src, err := mtls.Source(ctx)
+	rec, closeRec, err := audit.OpenOwn(ctx, nil, c.Name, m.Hash)
 	if err != nil {
-		return fmt.Errorf("refusing to start: %w", err)
+		return err
 	}
-	defer src.Close()
-	rec, err := audit.OpenComponent(cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), src, c.Name, m.Hash)
-	if err != nil {
-		return fmt.Errorf("refusing to start: %w", err)
-	}
-	defer rec.Finish(log)
+	defer closeRec(log)
 	s := mcp.NewServer(&mcp.Implementation{Name: "sharness-bash", Version: "1"}, nil)
 	(&tool{sb: sb, pol: pol, workspace: cfg.workspace, filter: filter, log: log, rec: rec}).add(s)
 	mux := http.NewServeMux()

@@ -43,7 +43,6 @@ import (
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/fsguard"
 	"github.com/sharness-ai/sharness/internal/healthz"
-	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 	"github.com/sharness-ai/sharness/internal/serve"
 	"github.com/sharness-ai/sharness/internal/session"
@@ -129,7 +128,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		log.Warn("sharness-fs: no approval gate; every change to an ask path is refused (approval_unavailable)",
 			"missing", string(missing), "operator_key_env", "SHARNESS_AI_OPERATOR_PUBKEY", "gate_dir", cfg.gateDir)
 	}
-	rec, closeRec, err := openRecord(ctx, cfg.identity, c.Name, m.Hash)
+	rec, closeRec, err := audit.OpenOwn(ctx, cfg.identity, c.Name, m.Hash)
 	if err != nil {
 		return err
 	}
@@ -166,24 +165,4 @@ func compileRules(c *pbp.Component) (*fsguard.Rules, error) {
 		}
 	}
 	return fsguard.Compile(p)
-}
-
-// openRecord opens fs's audit log, signed with its SVID from the Workload API (id, in tests): a
-// component without its record does not run. Closing it writes the shutdown checkpoint, then lets
-// the identity go.
-func openRecord(ctx context.Context, id audit.Identity, name, policy string) (*audit.Writer, func(*slog.Logger), error) {
-	release := func() {}
-	if id == nil {
-		src, err := mtls.Source(ctx)
-		if err != nil {
-			return nil, nil, fmt.Errorf("refusing to start: %w", err)
-		}
-		id, release = src, func() { src.Close() }
-	}
-	rec, err := audit.OpenComponent(cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), id, name, policy)
-	if err != nil {
-		release()
-		return nil, nil, fmt.Errorf("refusing to start: %w", err)
-	}
-	return rec, func(log *slog.Logger) { rec.Finish(log); release() }, nil
 }

@@ -2,6 +2,8 @@ package audit
 
 import (
 	"bufio"
+	"cmp"
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
+
+	"github.com/sharness-ai/sharness/internal/mtls"
 )
 
 // Where a component keeps its log in the stack: DefaultDir is compile.AuditDir (a test holds
@@ -191,4 +195,26 @@ func FromAttrs(action string, kv ...any) Event {
 		e.Fields["dropped"] = fmt.Sprint(dropped)
 	}
 	return e
+}
+
+// OpenOwn opens a component's log in the folder the stack gives it (EnvDir, else DefaultDir),
+// signed with id, or, when id is nil, with the SVID the Workload API serves (mtls.Source): for a
+// component that needs its identity for nothing else (bash, fs). It refuses, naming why, when
+// either cannot be had: a component without its record does not run. done writes the shutdown
+// checkpoint, then lets the Workload API source go.
+func OpenOwn(ctx context.Context, id Identity, component, policy string) (w *Writer, done func(*slog.Logger), err error) {
+	release := func() {}
+	if id == nil {
+		src, err := mtls.Source(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("refusing to start: %w", err)
+		}
+		id, release = src, func() { src.Close() }
+	}
+	w, err = OpenComponent(cmp.Or(os.Getenv(EnvDir), DefaultDir), id, component, policy)
+	if err != nil {
+		release()
+		return nil, nil, fmt.Errorf("refusing to start: %w", err)
+	}
+	return w, func(log *slog.Logger) { w.Finish(log); release() }, nil
 }

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"log/slog"
 	"os"
@@ -161,5 +162,33 @@ func TestRecord(t *testing.T) {
 	w.Finish(log)
 	if got := buf.String(); !strings.Contains(got, `"msg":"audit log failed: this decision is not recorded","action":"connect","decision":"deny","error":"audit: log closed"`) {
 		t.Errorf("log = %s", got)
+	}
+}
+
+// TestOpenOwn: the folder comes from EnvDir; with no identity given and no Workload API socket
+// the component refuses to start rather than run without its record; done writes the shutdown
+// checkpoint.
+func TestOpenOwn(t *testing.T) {
+	ca := mtlstest.NewCA(t, "sharness.test")
+	dir := t.TempDir()
+	t.Setenv(EnvDir, dir)
+	w, done, err := OpenOwn(context.Background(), identity{ca.SVID(t, "fs"), ca.Bundle()}, "fs", policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Record(slog.New(slog.DiscardHandler), Event{Action: "fs.write", Decision: "allow"})
+	done(slog.New(slog.DiscardHandler))
+	data, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Verify(bytes.NewReader(data), Trust{CA: ca.Cert(), Policy: policy, Component: "fs"})
+	if err != nil || !r.Final || r.Events != 1 {
+		t.Errorf("the log OpenOwn wrote: %+v, %v; want one event and a shutdown checkpoint", r, err)
+	}
+
+	t.Setenv("SPIFFE_ENDPOINT_SOCKET", "")
+	if _, _, err := OpenOwn(context.Background(), nil, "fs", policy); err == nil || !strings.Contains(err.Error(), "refusing to start") {
+		t.Errorf("OpenOwn without a Workload API: %v, want a refusal", err)
 	}
 }
