@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sharness-ai/sharness/internal/sidedoor"
@@ -23,7 +25,7 @@ const envMode = "SHARNESS_LANDLOCK_TEST"
 func TestMain(m *testing.M) {
 	if os.Getenv(envMode) != "" {
 		if len(os.Args) > 1 && os.Args[1] == "probe" {
-			probe(os.Args[2], os.Args[3], os.Args[4], os.Args[5])
+			probe(os.Args[2], os.Args[3], os.Args[4], os.Args[5], os.Args[6])
 			os.Exit(0)
 		}
 		main()
@@ -31,8 +33,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// probe tries what the domain decides and prints one JSON object of outcomes.
-func probe(writable, other, allowedAddr, deniedAddr string) {
+// probe tries what the domain decides and prints one JSON object of outcomes. The test process,
+// outside the domain, is its parent and listens on the abstract unix socket abstract.
+func probe(writable, other, allowedAddr, deniedAddr, abstract string) {
 	write := func(dir string) string {
 		err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644)
 		return kind(err)
@@ -46,8 +49,16 @@ func probe(writable, other, allowedAddr, deniedAddr string) {
 	}
 	self, _ := os.Executable()
 	exe, _ := sidedoor.CopyExec(self, writable, "-test.run=^$")(context.Background())
+	unixDial := func() string {
+		c, err := net.Dial("unix", "@"+abstract)
+		if err == nil {
+			c.Close()
+		}
+		return kind(err)
+	}
 	out := map[string]string{"write-allowed": write(writable), "write-other": write(other),
-		"exec-copy": exe, "connect-allowed": dial(allowedAddr), "connect-other": dial(deniedAddr)}
+		"exec-copy": exe, "connect-allowed": dial(allowedAddr), "connect-other": dial(deniedAddr),
+		"signal-outside": kind(syscall.Kill(os.Getppid(), 0)), "abstract-outside": unixDial()}
 	json.NewEncoder(os.Stdout).Encode(out)
 }
 
@@ -84,8 +95,20 @@ func TestHelperConfines(t *testing.T) {
 	if real, err := filepath.EvalSymlinks(exe[1]); err == nil {
 		exe = append(exe, real)
 	}
+	// An abstract unix socket and this process, both outside the domain: scoped away (ABI 6).
+	abstract := fmt.Sprintf("sharness-landlock-test-%d", os.Getpid())
+	ul, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	go func() {
+		for c, err := ul.Accept(); err == nil; c, err = ul.Accept() {
+			c.Close()
+		}
+	}()
 	d := landlock.Domain{Mode: landlock.Enforce, Exec: exe, Write: []string{writable}, Connect: []uint16{ports[0]}}
-	cmd := exec.Command(self, d.Encode(), "--", self, "probe", writable, other, addrs[0], addrs[1])
+	cmd := exec.Command(self, d.Encode(), "--", self, "probe", writable, other, addrs[0], addrs[1], abstract)
 	cmd.Env = append(os.Environ(), envMode+"=1")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -105,7 +128,7 @@ func TestHelperConfines(t *testing.T) {
 		t.Fatalf("probe output %q: %v", out, err)
 	}
 	want := map[string]string{"write-allowed": "ok", "write-other": "EACCES", "exec-copy": "EACCES",
-		"connect-allowed": "ok", "connect-other": "EACCES"}
+		"connect-allowed": "ok", "connect-other": "EACCES", "signal-outside": "EPERM", "abstract-outside": "EPERM"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
