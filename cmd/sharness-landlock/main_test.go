@@ -49,6 +49,13 @@ func probe(writable, other, allowedAddr, deniedAddr, abstract string) {
 	}
 	self, _ := os.Executable()
 	exe, _ := sidedoor.CopyExec(self, writable, "-test.run=^$")(context.Background())
+	bind := func(addr string) string {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+		}
+		return kind(err)
+	}
 	unixDial := func() string {
 		c, err := net.Dial("unix", "@"+abstract)
 		if err == nil {
@@ -58,7 +65,10 @@ func probe(writable, other, allowedAddr, deniedAddr, abstract string) {
 	}
 	out := map[string]string{"write-allowed": write(writable), "write-other": write(other),
 		"exec-copy": exe, "connect-allowed": dial(allowedAddr), "connect-other": dial(deniedAddr),
-		"signal-outside": kind(syscall.Kill(os.Getppid(), 0)), "abstract-outside": unixDial()}
+		"signal-outside": kind(syscall.Kill(os.Getppid(), 0)), "abstract-outside": unixDial(),
+		// The domain lists no port to bind: a named port is refused (before its owner is asked),
+		// while an ephemeral one (port 0) is not, on this kernel: the README says so.
+		"bind-unlisted": bind(deniedAddr), "bind-ephemeral": bind("127.0.0.1:0")}
 	json.NewEncoder(os.Stdout).Encode(out)
 }
 
@@ -128,7 +138,7 @@ func TestHelperConfines(t *testing.T) {
 		t.Fatalf("probe output %q: %v", out, err)
 	}
 	want := map[string]string{"write-allowed": "ok", "write-other": "EACCES", "exec-copy": "EACCES",
-		"connect-allowed": "ok", "connect-other": "EACCES", "signal-outside": "EPERM", "abstract-outside": "EPERM"}
+		"connect-allowed": "ok", "connect-other": "EACCES", "signal-outside": "EPERM", "abstract-outside": "EPERM", "bind-unlisted": "EACCES", "bind-ephemeral": "ok"}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)

@@ -12,8 +12,9 @@
 //
 // It is pure: the types, their canonical encoding and a strict parser. What it does not
 // guarantee: Landlock confines what a process may open, execute, bind and connect; it does not
-// restrict UDP before ABI 8 (go-landlock's), reads of anything the container can see, or what an
-// allowed binary does with its rights (an allowed shell can still read a script from /tmp).
+// restrict UDP before ABI 8 (go-landlock's), binding an ephemeral port (port 0; measured on ABI
+// 7), reads of anything the container can see, or what an allowed binary does with its rights
+// (an allowed shell can still read a script from /tmp).
 package landlock
 
 import (
