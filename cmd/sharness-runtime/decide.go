@@ -121,7 +121,11 @@ func decide(args []string, getenv func(string) string, h host) (action, *refusal
 				if rs := shim.CheckProcess(want, p); len(rs) > 0 {
 					return rs
 				}
-				confined, rs := shim.ConfineProcess(want, p)
+				d, rs := shim.Domain(want)
+				if rs != nil {
+					return rs
+				}
+				confined, rs := shim.ConfineProcess(d, p)
 				path, viaFile := inv.last("process")
 				switch {
 				case confined && !viaFile:
@@ -214,7 +218,7 @@ func confine(command string, getenv func(string) string, h host, want, got *spec
 	if ok, err := h.Exists(helper); !ok || err != nil || !filepath.IsAbs(helper) {
 		return false, []shim.Refusal{{Field: "landlock", Want: "the Landlock helper at " + helper + " (hack/runtime.sh install)", Got: fmt.Sprintf("missing (%v)", err)}}
 	}
-	return shim.Confine(want, got, helper, h.LandlockABI())
+	return shim.Confine(d, got, helper, h.LandlockABI())
 }
 
 // mustLast is the last value of a flag the parser has seen.

@@ -31,16 +31,13 @@ func Domain(want *specs.Spec) (landlock.Domain, []Refusal) {
 	return d, nil
 }
 
-// Confine puts got's process under the compiled policy's Landlock domain: it binds the helper
-// at HelperMount and makes it the process's first argument (HelperMount DOMAIN -- ARGS...).
-// It refuses an enforced domain on a kernel below landlock.MinABI. A per_command domain (bash)
-// leaves got as it is; changed says whether got was changed. Run it after Check: the helper's
-// mount is not in the policy, and Check would refuse it.
-func Confine(want, got *specs.Spec, helper string, kernelABI int) (changed bool, rs []Refusal) {
-	d, rs := Domain(want)
+// Confine puts got's process under d, the compiled policy's Landlock domain (Domain): it binds
+// the helper at HelperMount and makes it the process's first argument (HelperMount DOMAIN --
+// ARGS...). It refuses an enforced domain on a kernel below landlock.MinABI. A per_command domain
+// (bash) leaves got as it is; changed says whether got was changed. Run it after Check: the
+// helper's mount is not in the policy, and Check would refuse it.
+func Confine(d landlock.Domain, got *specs.Spec, helper string, kernelABI int) (changed bool, rs []Refusal) {
 	switch {
-	case rs != nil:
-		return false, rs
 	case d.Mode == landlock.PerCommand:
 		return false, nil
 	case d.Mode == landlock.Enforce && kernelABI < landlock.MinABI:
@@ -63,13 +60,10 @@ func Confine(want, got *specs.Spec, helper string, kernelABI int) (changed bool,
 // dockerInit is where Docker mounts its init (tini) for `init: true`.
 const dockerInit = "/sbin/docker-init"
 
-// ConfineProcess wraps a process that joins a confined container (`exec`) in the same domain,
+// ConfineProcess wraps a process that joins a confined container (`exec`) in the same domain d,
 // through the helper Confine bound at create. A per_command domain leaves it as it is.
-func ConfineProcess(want *specs.Spec, p *specs.Process) (changed bool, rs []Refusal) {
-	d, rs := Domain(want)
+func ConfineProcess(d landlock.Domain, p *specs.Process) (changed bool, rs []Refusal) {
 	switch {
-	case rs != nil:
-		return false, rs
 	case d.Mode == landlock.PerCommand:
 		return false, nil
 	case len(p.Args) == 0:

@@ -26,7 +26,7 @@ func TestConfine(t *testing.T) {
 	}
 
 	got := fresh()
-	changed, rs := Confine(agent, got, helper, landlock.MinABI)
+	changed, rs := Confine(d, got, helper, landlock.MinABI)
 	if !changed || rs != nil {
 		t.Fatalf("Confine = %v, %v", changed, rs)
 	}
@@ -47,7 +47,7 @@ func TestConfine(t *testing.T) {
 	// Under `init: true`, Docker's init is the first program, and runs inside the domain.
 	withInit := fresh()
 	withInit.Process.Args = []string{"/sbin/docker-init", "--", "/sharness-agent"}
-	if changed, rs := Confine(agent, withInit, helper, landlock.MinABI); !changed || rs != nil {
+	if changed, rs := Confine(d, withInit, helper, landlock.MinABI); !changed || rs != nil {
 		t.Fatalf("Confine with init = %v, %v", changed, rs)
 	}
 	if inner, err := landlock.Parse(withInit.Process.Args[1]); err != nil || !slices.Contains(inner.Exec, "/sbin/docker-init") ||
@@ -56,13 +56,17 @@ func TestConfine(t *testing.T) {
 	}
 
 	p := &specs.Process{Args: []string{"/sharness-agent", "health"}}
-	if changed, rs := ConfineProcess(agent, p); !changed || rs != nil || p.Args[0] != HelperMount || p.Args[3] != "/sharness-agent" {
+	if changed, rs := ConfineProcess(d, p); !changed || rs != nil || p.Args[0] != HelperMount || p.Args[3] != "/sharness-agent" {
 		t.Errorf("ConfineProcess = %v, %v, %q", changed, rs, p.Args)
 	}
 
 	// bash confines each command itself: nothing changes, and nothing is refused.
 	b := fresh()
-	if changed, rs := Confine(bash, b, helper, 0); changed || rs != nil {
+	bd, rs := Domain(bash)
+	if rs != nil {
+		t.Fatal(rs)
+	}
+	if changed, rs := Confine(bd, b, helper, 0); changed || rs != nil {
 		t.Errorf("Confine(bash) = %v, %v; want no change on any kernel", changed, rs)
 	}
 
@@ -87,7 +91,11 @@ func TestConfine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := fresh()
-			changed, rs := Confine(tt.want, got, helper, tt.abi)
+			d, rs := Domain(tt.want)
+			changed := false
+			if rs == nil {
+				changed, rs = Confine(d, got, helper, tt.abi)
+			}
 			if tt.wantField == "" {
 				if !changed || rs != nil {
 					t.Errorf("Confine = %v, %v; want the process wrapped", changed, rs)
