@@ -37,15 +37,7 @@ func (a *app) compileCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("--runtime %q: want \"sharness\" (the shim) or \"none\" (the engine's default runtime: the policy is then a Setting, not a Boundary)", runtime)
 			}
-			m, err := a.load()
-			if err != nil {
-				return err
-			}
-			policyDir, err := relDir(out, filepath.Dir(a.manifest))
-			if err != nil {
-				return err
-			}
-			files, err := compose.Build(m, compose.Options{Runtime: runtime, PolicyDir: policyDir})
+			m, files, err := a.build(out, runtime)
 			if err != nil {
 				return err
 			}
@@ -80,6 +72,24 @@ func (a *app) compileCmd() *cobra.Command {
 	c.Flags().BoolVar(&check, "check", false, "compare instead of writing; exit 1 on drift")
 	c.Flags().StringVar(&runtime, "runtime", "sharness", "the runtime every service asks for: \"sharness\" (the shim, which refuses a container wider than its compiled policy) or \"none\" (the engine's default)")
 	return c
+}
+
+// build loads the manifest and compiles every artefact of the stack as they belong in out (the
+// compose file names the manifest's folder relative to it).
+func (a *app) build(out, runtime string) (*pbp.Manifest, compile.Artefacts, error) {
+	m, err := a.load()
+	if err != nil {
+		return nil, nil, err
+	}
+	policyDir, err := relDir(out, filepath.Dir(a.manifest))
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err := compose.Build(m, compose.Options{Runtime: runtime, PolicyDir: policyDir})
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, files, nil
 }
 
 func (a *app) hashCmd() *cobra.Command {

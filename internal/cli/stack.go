@@ -10,14 +10,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sharness-ai/sharness/compose"
 	"github.com/sharness-ai/sharness/internal/artefact"
 	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -153,15 +151,7 @@ func (a *app) upCmd() *cobra.Command {
 // checkStack loads the manifest and refuses, naming each file, if the committed compose file or
 // compiled/ differ from what it compiles to: what compile --check does.
 func (a *app) checkStack() (*pbp.Manifest, error) {
-	m, err := a.load()
-	if err != nil {
-		return nil, err
-	}
-	policyDir, err := relDir(".", filepath.Dir(a.manifest))
-	if err != nil {
-		return nil, err
-	}
-	files, err := compose.Build(m, compose.Options{Runtime: "sharness", PolicyDir: policyDir})
+	m, files, err := a.build(".", "sharness")
 	if err != nil {
 		return nil, err
 	}
