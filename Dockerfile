@@ -48,8 +48,10 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness net: the stack's only egress, an allowlisting forward proxy" \
       ai.sharness.component="net"
 COPY bin/sharness-net /sharness-net
-# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+# Its audit log's and approval gate's folders, owned by its user: a new volume mounted there
+# takes them over.
 COPY --chown=65531:65531 bin/empty/ /var/log/sharness/
+COPY --chown=65531:65531 bin/empty/ /var/lib/sharness/gate/
 USER 65531:65531
 ENTRYPOINT ["/sharness-net"]
 
@@ -66,8 +68,10 @@ LABEL org.opencontainers.image.source=$SOURCE \
       ai.sharness.component="bash"
 COPY bin/bash-rootfs/ /
 ENV HOME=/tmp
-# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+# Its audit log's and approval gate's folders, owned by its user: a new volume mounted there
+# takes them over.
 COPY --chown=65532:65532 bin/empty/ /var/log/sharness/
+COPY --chown=65532:65532 bin/empty/ /var/lib/sharness/gate/
 USER 65532:65532
 ENTRYPOINT ["/sharness-bash"]
 
@@ -81,7 +85,8 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness fs: the only writer of the workspace's protected paths" \
       ai.sharness.component="fs"
 COPY bin/sharness-fs /sharness-fs
-# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+# Its audit log's and approval gate's folders, owned by its user: a new volume mounted there
+# takes them over.
 COPY --chown=65532:65532 bin/empty/ /var/log/sharness/
 COPY --chown=65532:65532 bin/empty/ /var/lib/sharness/gate/
 USER 65532:65532
@@ -129,8 +134,10 @@ LABEL org.opencontainers.image.source=$SOURCE \
       org.opencontainers.image.description="SHarness kms: opens sealed secrets, re-seals them to one-time keys" \
       ai.sharness.component="kms"
 COPY bin/sharness-kms /sharness-kms
-# Its audit log's folder, owned by its user: a new volume mounted there takes it over.
+# Its audit log's and approval gate's folders, owned by its user: a new volume mounted there
+# takes them over.
 COPY --chown=65529:65529 bin/empty/ /var/log/sharness/
+COPY --chown=65529:65529 bin/empty/ /var/lib/sharness/gate/
 USER 65529:65529
 ENTRYPOINT ["/sharness-kms"]
 

@@ -191,6 +191,24 @@ func TestComposeLoadsAndKeepsThePolicy(t *testing.T) {
 	if got := len(p.Networks); got != len(m.Edges)+1 {
 		t.Errorf("networks: got %d, want one per edge (%d) plus egress", got, len(m.Edges))
 	}
+	// Gate volumes: each gated kind mounts its own, with the operator's key; no other service
+	// mounts any, so the agent reaches no approval (internal/gate).
+	gated := map[pbp.Kind]bool{pbp.KindFS: true, pbp.KindBash: true, pbp.KindNet: true, pbp.KindKMS: true}
+	for _, c := range m.Components {
+		s := p.Services[c.Name]
+		var gates []string
+		for _, v := range s.Volumes {
+			if strings.HasPrefix(v.Source, "gate-") || v.Target == compile.GateDir {
+				gates = append(gates, v.Source+":"+v.Target)
+			}
+		}
+		_, key := s.Environment["SHARNESS_AI_OPERATOR_PUBKEY"]
+		if want := []string{"gate-" + c.Name + ":" + compile.GateDir}; gated[c.Kind] && (!slices.Equal(gates, want) || !key) {
+			t.Errorf("service %s mounts %v (operator key %v), want %v and the key", c.Name, gates, key, want)
+		} else if !gated[c.Kind] && (len(gates) > 0 || key) {
+			t.Errorf("service %s mounts %v (operator key %v): only gated kinds have a gate", c.Name, gates, key)
+		}
+	}
 	// Identity volumes: each role's own, and only the launcher mounts another's.
 	for _, c := range m.Components {
 		for _, v := range p.Services[c.Name].Volumes {

@@ -79,6 +79,10 @@ func explainRows(m *pbp.Manifest, c *pbp.Component, denied []string) []Row {
 	if c.MaxRuntime > 0 {
 		rows = append(rows, Row{"process.max_runtime", strconv.FormatInt(c.MaxRuntime, 10) + " s", "not enforced by the artefacts", "not enforced by the artefacts"})
 	}
+	if name := compile.GateVolume(c); name != "" {
+		rows = append(rows, Row{"(gated kind)", "approval gate " + compile.GateDir, "mounts (bind from " + compile.VolumeRoot + "/" + name + ")",
+			"volumes " + name + ", environment SHARNESS_AI_OPERATOR_PUBKEY"})
+	}
 	if c.Workspace != "" {
 		rows = append(rows, Row{"files.workspace", c.Workspace, "mounts (bind from " + compile.WorkspaceRoot + ")", "volumes (bind from $SHARNESS_AI_WORKSPACE)"})
 	}

@@ -24,8 +24,9 @@ func TestExplain(t *testing.T) {
 		}},
 		{"net", []string{"unshare"}, nil, map[string]string{
 			"process.capabilities": "none", "edges": "networks: one internal network per edge + egress",
-			"identity.spiffe": "volume identity-net",
+			"identity.spiffe": "volume identity-net", "(gated kind)": "volumes gate-net",
 		}},
+		{"llm", nil, nil, map[string]string{"identity.spiffe": "volume identity-llm"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.component, func(t *testing.T) {
@@ -67,6 +68,22 @@ func explainCase(t *testing.T, m *pbp.Manifest, component string, denied, notDen
 		}
 		if r := rows[i]; !strings.Contains(r.Value+" "+r.Spec+" "+r.Compose, frag) {
 			t.Errorf("row %s = %+v, want it to mention %q", field, r, frag)
+		}
+	}
+}
+
+// TestExplainGate: the gated kinds say where their approval gate is; the others have no such row.
+func TestExplainGate(t *testing.T) {
+	m := loadFixture(t, "../policies/testdata/full")
+	for _, c := range m.Components {
+		rows, _, err := Explain(m, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(rows, func(r Row) bool { return r.Field == "(gated kind)" })
+		gated := c.Kind == pbp.KindFS || c.Kind == pbp.KindBash || c.Kind == pbp.KindNet || c.Kind == pbp.KindKMS
+		if gated != (i >= 0) || gated && !strings.Contains(rows[i].Compose, "gate-"+c.Name) {
+			t.Errorf("%s (%s): gate row %d %v", c.Name, c.Kind, i, rows)
 		}
 	}
 }

@@ -289,8 +289,10 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	if name := compile.GateVolume(c); name != "" {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: name, Target: compile.GateDir})
 		// The operator's public key: approvals it did not sign are refused; without it, nothing
-		// that needs approval is done (sharness-ai operator init prints it).
+		// that needs approval is done (sharness-ai operator init prints it). How long an action
+		// waits for the person: empty is the component's default (2m).
 		s.Environment["SHARNESS_AI_OPERATOR_PUBKEY"] = ptr("${SHARNESS_AI_OPERATOR_PUBKEY:-}")
+		s.Environment["SHARNESS_AI_GATE_TIMEOUT"] = ptr("${SHARNESS_AI_GATE_TIMEOUT:-}")
 	}
 	sort.SliceStable(s.Volumes, func(i, j int) bool { return s.Volumes[i].Target < s.Volumes[j].Target })
 	nets := map[string]*types.ServiceNetworkConfig{}

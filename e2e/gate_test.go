@@ -21,18 +21,10 @@ import (
 // mounts against the agent's policy, which has none).
 func TestGate(t *testing.T) {
 	root := repoRoot(t)
-	key := filepath.Join(t.TempDir(), "operator.key")
-	out, err := exec.Command(sharnessAI(t), "operator", "init", "--key", key, "--json").CombinedOutput()
-	if err != nil {
-		t.Fatalf("sharness-ai operator init: %v\n%s", err, out)
-	}
-	var op struct{ Public string }
-	if err := json.Unmarshal(out, &op); err != nil || !strings.HasPrefix(op.Public, "ed25519:") {
-		t.Fatalf("operator init printed %s (%v)", out, err)
-	}
+	key, pub := operatorInit(t)
 	ws := newWorkspace(t, root)
 	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir(),
-		"SHARNESS_AI_WORKSPACE="+ws, "SHARNESS_AI_OPERATOR_PUBKEY="+op.Public)
+		"SHARNESS_AI_WORKSPACE="+ws, "SHARNESS_AI_OPERATOR_PUBKEY="+pub)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if out, err := s.compose(ctx, "up", "--pull", "never", "--detach", "--wait", "launcher", "fs"); err != nil {
@@ -56,7 +48,7 @@ func TestGate(t *testing.T) {
 		}
 		t.Cleanup(func() { exec.Command("docker", "rm", "-f", name).Run() })
 		for deadline := time.Now().Add(time.Minute); ; time.Sleep(500 * time.Millisecond) {
-			out, err := s.cli(ctx, "", "pending", "--gate-dir", gateDir, "--json")
+			out, err := s.cli(ctx, "", "pending", "-p", project, "--json")
 			var rows []struct{ ID, Action, Summary string }
 			if err == nil && json.Unmarshal(out, &rows) == nil && len(rows) == 1 {
 				if rows[0].Action != "fs.write" || !strings.Contains(rows[0].Summary, ".git/hooks/pre-commit") {
@@ -86,7 +78,7 @@ func TestGate(t *testing.T) {
 				t.Fatalf("the hook was written before anyone approved it: %q", b)
 			}
 		}
-		if out, err := s.cli(ctx, "", "approve", id, "--gate-dir", gateDir, "--key", key); err != nil {
+		if out, err := s.cli(ctx, "", "approve", id, "-p", project, "--key", key); err != nil {
 			t.Fatalf("sharness-ai approve: %v\n%s", err, out)
 		}
 		if got := answer(t, project+"-gate-approve"); !strings.Contains(got, "200 OK") {

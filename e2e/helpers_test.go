@@ -159,3 +159,19 @@ func policyHash(t *testing.T, root string) string {
 	}
 	return m.Hash
 }
+
+// operatorInit makes an operator key with `sharness-ai operator init`, as a person does once, and
+// returns its path and the public key to give the stack (SHARNESS_AI_OPERATOR_PUBKEY).
+func operatorInit(t *testing.T) (key, public string) {
+	t.Helper()
+	key = filepath.Join(t.TempDir(), "operator.key")
+	out, err := exec.Command(sharnessAI(t), "operator", "init", "--key", key, "--json").CombinedOutput()
+	if err != nil {
+		t.Fatalf("sharness-ai operator init: %v\n%s", err, out)
+	}
+	var op struct{ Public string }
+	if err := json.Unmarshal(out, &op); err != nil || !strings.HasPrefix(op.Public, "ed25519:") {
+		t.Fatalf("operator init printed %s (%v)", out, err)
+	}
+	return key, op.Public
+}

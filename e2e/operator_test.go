@@ -5,21 +5,27 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestOperatorUpStatusDown: `sharness-ai up --policy-hash M` brings the stack (every service but
-// the agent) up under the runtime shim, `status --json` shows every component running, healthy
-// where it has a health check, under runtime sharness, and `down` stops it but keeps the audit and
-// gate volumes; a wrong hash is refused before anything starts.
+// the agent) up under the runtime shim, with a line per image and per container as it becomes
+// healthy, `status --json` shows every component running, healthy where it has a health check,
+// under runtime sharness, and `down` stops it but keeps the audit and gate volumes; a wrong hash,
+// or an --agent image the engine lacks, is refused before anything starts. With --agent another
+// image runs as the agent, under the shim and with the agent's confinement, and doctor compares
+// the running stack's policy with the supplied hash.
 func TestOperatorUpStatusDown(t *testing.T) {
 	root := repoRoot(t)
 	m := policyHash(t, root)
 	s := newStack(t, "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 
 	wrong := "sha256:" + strings.Repeat("0", 64)
@@ -30,9 +36,40 @@ func TestOperatorUpStatusDown(t *testing.T) {
 		t.Fatalf("a refused up started containers: %s", out)
 	}
 
-	if out, err := s.cli(ctx, "", "up", "-p", project, "--policy-hash", m); err != nil {
-		t.Fatalf("sharness-ai up: %v\n%s", err, out)
+	if out, err := s.cli(ctx, "", "up", "-p", project, "--policy-hash", m, "--agent", "sharness-e2e/no-such-agent:1"); err == nil ||
+		!strings.Contains(string(out), "--agent sharness-e2e/no-such-agent:1: no such image on this engine: nothing started") {
+		t.Fatalf("up with a missing agent image: %v, want a refusal naming it:\n%s", err, out)
 	}
+	if out, _ := exec.CommandContext(ctx, "docker", "ps", "-q", "--filter", "label=com.docker.compose.project="+project).Output(); len(strings.TrimSpace(string(out))) > 0 {
+		t.Fatalf("up refused for its agent image started containers: %s", out)
+	}
+
+	// --agent: the demo agent's image under another name stands for another agent image.
+	other := "sharness-e2e/other-agent:1"
+	if out, err := exec.CommandContext(ctx, "docker", "tag", agentImage, other).CombinedOutput(); err != nil {
+		t.Fatalf("docker tag: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("docker", "rmi", other).Run() })
+	upOut, err := s.cli(ctx, "", "up", "-p", project, "--policy-hash", m, "--agent", other)
+	if err != nil {
+		t.Fatalf("sharness-ai up: %v\n%s", err, upOut)
+	}
+	for _, want := range []string{
+		`(?m)^up: image ` + regexp.QuoteMeta(other) + ` \(agent\): present, sha256:[0-9a-f]{12}, [0-9.]+ MB$`,
+		`(?m)^up: image sharness/launcher:dev \(launcher\): present, `,
+		`(?m)^up: launcher \(\S+\): running, healthy after `,
+		`(?m)^up: kms \(\S+\): running`,
+	} {
+		if !regexp.MustCompile(want).Match(upOut) {
+			t.Errorf("up's progress lacks %s:\n%s", want, upOut)
+		}
+	}
+	override := regexp.MustCompile(`-f (\S+/agent\.yml) run --rm agent`).FindSubmatch(upOut)
+	if override == nil {
+		t.Fatalf("up --agent printed no command to start the agent:\n%s", upOut)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(string(override[1]))) })
+
 	out, err := s.cli(ctx, "", "status", "-p", project, "--json")
 	if err != nil {
 		t.Fatalf("sharness-ai status: %v\n%s", err, out)
@@ -56,6 +93,9 @@ func TestOperatorUpStatusDown(t *testing.T) {
 		}
 	}
 
+	checkOtherAgent(t, s, ctx, m, string(override[1]), other)
+	checkDoctorPolicy(t, s, ctx, m)
+
 	if out, err := s.cli(ctx, "", "down", "-p", project); err != nil {
 		t.Fatalf("sharness-ai down: %v\n%s", err, out)
 	}
@@ -66,6 +106,74 @@ func TestOperatorUpStatusDown(t *testing.T) {
 	for _, v := range []string{"audit-launcher", "audit-net", "audit-fs", "gate-fs"} {
 		if !strings.Contains(string(vols), project+"_"+v+"\n") {
 			t.Errorf("volume %s_%s is gone after down: the record must outlive the stack", project, v)
+		}
+	}
+}
+
+// checkOtherAgent starts the agent with the compose file `up --agent` wrote, as up says to: the
+// container runs the other image, under runtime sharness, and the demo agent's report in it shows
+// the agent's confinement (its model checks may fail: no key is sealed here).
+func checkOtherAgent(t *testing.T, s *stack, ctx context.Context, m, override, image string) {
+	t.Helper()
+	const name = "sharness-e2e-other-agent"
+	exec.Command("docker", "rm", "-f", name).Run()
+	t.Cleanup(func() { exec.Command("docker", "rm", "-f", name).Run() })
+	cmd := exec.CommandContext(ctx, "docker", "compose", "--ansi", "never", "-p", project, "-f", "docker-compose.yml", "-f", override,
+		"run", "--name", name, "--no-deps", "-T", "agent")
+	cmd.Env, cmd.Dir = append(append([]string{}, s.env...), "SHARNESS_AI_POLICY_HASH="+m), s.root
+	out, _ := cmd.CombinedOutput() // the exit status is the report's verdict, the model's checks included
+	got, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.Config.Image}} {{.HostConfig.Runtime}}", name).Output()
+	if err != nil || strings.TrimSpace(string(got)) != image+" sharness" {
+		t.Fatalf("the agent container: %q (%v), want image %s under runtime sharness\n%s", got, err, image, out)
+	}
+	r, err := parseReport(out)
+	if err != nil {
+		t.Fatalf("the other agent's report: %v\n%s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, c := range r.checks {
+		seen[c.Check] = c.OK && !c.Skipped
+	}
+	for _, c := range []string{"uid", "gid", "cap_eff", "no_new_privs", "seccomp", "rootfs_read_only", "tmp_writable", "io_uring_setup", "unshare_newuser"} {
+		if !seen[c] {
+			t.Errorf("check %s did not pass in the agent run from %s: the agent's confinement changed\n%s", c, override, out)
+		}
+	}
+}
+
+// checkDoctorPolicy: doctor's policy line says ok for the running stack's hash, fail for another,
+// and degraded when none is supplied.
+func checkDoctorPolicy(t *testing.T, s *stack, ctx context.Context, m string) {
+	t.Helper()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policy-hash", m}, "ok"},
+		{[]string{"--policy-hash", "sha256:" + strings.Repeat("0", 64)}, "fail"},
+		{nil, "degraded"},
+	} {
+		// stdout alone: a failed check also prints its one-line summary on stderr.
+		cmd := exec.CommandContext(ctx, sharnessAI(t), append([]string{"doctor", "--json", "-p", project}, tc.args...)...)
+		cmd.Env, cmd.Dir = s.env, s.root
+		out, err := cmd.Output()
+		if code := cmd.ProcessState.ExitCode(); (tc.want == "fail") != (code == 1) {
+			t.Errorf("doctor %v: exit %d (%v), want 1 exactly when the policy check fails", tc.args, code, err)
+		}
+		var rep struct {
+			Checks []struct{ Name, Status, Detail string } `json:"checks"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("sharness-ai doctor --json: %v\n%s", err, out)
+		}
+		var got, detail string
+		for _, c := range rep.Checks {
+			if c.Name == "policy" {
+				got, detail = c.Status, c.Detail
+			}
+		}
+		if got != tc.want {
+			t.Errorf("doctor %v: policy %q (%s), want %s", tc.args, got, detail, tc.want)
 		}
 	}
 }

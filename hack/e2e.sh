@@ -13,6 +13,10 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ENGINE=$ROOT/hack/engine.sh
 
 "$ENGINE" install
+# Debian's chromium: e2e/dashboard_test.go drives it headless.
+if ! command -v chromium >/dev/null 2>&1; then
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+fi
 # Before the engine starts: dockerd registers the installed binary (and refuses to start without it).
 "$ROOT/hack/runtime.sh" install >/dev/null
 if docker info >/dev/null 2>&1; then

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# test.sh: every test. The unit gate (hack/check.sh: gofmt, vet, staticcheck, go test -race) and
-# the end-to-end suite on a real Docker engine (hack/e2e.sh). .ci/run calls exactly this.
+# test.sh: every test. The unit gate (hack/check.sh: gofmt, vet, staticcheck, go test -race), the
+# end-to-end suite on a real Docker engine (hack/e2e.sh, which also installs Debian's chromium),
+# and the dashboard's browser test in that chromium. .ci/run calls exactly this.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/hack/check.sh"
 "$ROOT/hack/e2e.sh"
+(cd "$ROOT" && go test -tags browser -count=1 ./internal/dashboard/)

@@ -2,10 +2,18 @@
 // served over streamable HTTP at /mcp on :8090 (plain HTTP on the agent's edge network), with
 // GET /healthz. Every call runs one command in a fresh sandbox (internal/sandbox) under the
 // profile it names, if the policy's business.bash.profiles allows it: analyse (no network,
-// workspace read-only) or build (net's proxy only, workspace read-write); admin is refused
-// until the approval gate exists. What the command printed passes the secret filter
+// workspace read-only), build (net's proxy only, workspace read-write) or admin (build's rights,
+// and a person's approval of each command). What the command printed passes the secret filter
 // (internal/secretfilter) before it becomes the result. One JSON log line per call, without
 // the command or its output (the command's length and SHA-256 only).
+//
+// An admin command waits for the operator through the approval gate (internal/gate,
+// docs/gate.md): bash writes a request to its gate folder (-gate-dir, a volume mounted into
+// this server only and hidden from every sandbox), the person runs `sharness-ai approve|deny` on
+// the host, and bash runs exactly the command approved, once, or refuses it with the gate's
+// reason (approval_denied, approval_timeout after -gate-timeout, ...). Without the operator's
+// public key (SHARNESS_AI_OPERATOR_PUBKEY) or the folder, every admin command is refused with
+// approval_unavailable, and bash says so at start.
 //
 // It refuses to start unless the policy is the supplied one, this component is kind bash with
 // profiles and a read-write workspace, and the kernel gives every sandbox what it needs
@@ -26,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -33,6 +42,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharness-ai/sharness/internal/audit"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/healthz"
 	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
@@ -49,6 +59,7 @@ type config struct {
 	listen           string
 	workspace        string
 	unsafeBestEffort bool
+	gate             gate.Settings // the approval gate of the admin profile
 }
 
 func main() {
@@ -58,6 +69,7 @@ func main() {
 	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_BASH_LISTEN"), ":8090"), "address of the MCP listener for the agent (env SHARNESS_AI_BASH_LISTEN)")
 	flag.StringVar(&cfg.workspace, "workspace", cmp.Or(os.Getenv("SHARNESS_AI_BASH_WORKSPACE"), sandbox.DefaultWorkspace), "the workspace folder (env SHARNESS_AI_BASH_WORKSPACE)")
 	flag.BoolVar(&cfg.unsafeBestEffort, "unsafe-best-effort", unsafe, "start even when the kernel lacks sandbox features, logging each one: the sandboxes are then weaker (env SHARNESS_AI_BASH_UNSAFE_BEST_EFFORT)")
+	cfg.gate.Flags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	if flag.NArg() == 1 && flag.Arg(0) == "health" { // the compose healthcheck (internal/healthz)
 		if err := healthz.Check(context.Background(), healthz.URL(cfg.listen)); err != nil {
@@ -95,8 +107,15 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	for _, d := range degraded {
 		log.Error("UNSAFE: sandboxes run degraded (-unsafe-best-effort)", "degradation", d)
 	}
+	// No sandbox sees the server's gate or audit folder, even without Landlock.
+	pol.hide = []string{cfg.gate.Dir, cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir)}
 	if err := smokeTest(ctx, sb, pol, cfg.workspace); err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
+	}
+	needs := map[bool]string{true: "the admin profile"}[slices.Contains(pol.profiles, string(sandbox.Admin))]
+	g, err := cfg.gate.Open(gate.Config{Component: c.Name, Policy: m.Hash, Tiers: adminTiers, Log: log}, needs)
+	if err != nil {
+		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gate.Dir, err)
 	}
 	filter, err := secretfilter.New(nil)
 	if err != nil {
@@ -110,7 +129,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer closeRec(log)
 	s := mcp.NewServer(&mcp.Implementation{Name: "sharness-bash", Version: "1"}, nil)
-	(&tool{sb: sb, pol: pol, workspace: cfg.workspace, filter: filter, log: log, rec: rec}).add(s)
+	(&tool{sb: sb, pol: pol, workspace: cfg.workspace, filter: filter, log: log, rec: rec, gate: g}).add(s)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{SessionTimeout: time.Hour, Logger: log}))
@@ -124,14 +143,19 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("sharness-bash serving", "policy", m.Hash, "listen", cfg.listen, "workspace", cfg.workspace,
-		"profiles", pol.profiles, "proxy", pol.proxy, "degradations", len(degraded))
+		"profiles", pol.profiles, "proxy", pol.proxy, "degradations", len(degraded), "approval_gate", g != nil, "gate_dir", cfg.gate.Dir)
 	return serve.Until(ctx, srv, ln, 10*time.Second)
 }
+
+// adminTiers: each admin command needs its own approval (tier every; the host refuses
+// `approve --session`). A session approval would let the same command run again unasked.
+var adminTiers = map[string]gate.Tier{sandbox.AdminAction: gate.Every}
 
 // policy is what bash takes from its component's policy.
 type policy struct {
 	profiles []string // the profiles the agent may name
 	proxy    string   // net's proxy, host:port; "" when bash has no edge to net
+	hide     []string // the server's folders no sandbox may see (sandbox.Spec.Hide)
 }
 
 // policyOf refuses a component bash cannot serve: another kind, no profiles, a workspace not
@@ -166,7 +190,7 @@ func smokeTest(ctx context.Context, sb *sandbox.Sandbox, pol policy, workspace s
 		if !sandbox.Decide(p, pol.profiles, pol.proxy).Allow {
 			continue
 		}
-		res, err := sb.Run(ctx, sandbox.Spec{Command: "true", Profile: p, Workspace: workspace, ProxyAddr: pol.proxy, Timeout: 30 * time.Second})
+		res, err := sb.Run(ctx, sandbox.Spec{Command: "true", Profile: p, Workspace: workspace, ProxyAddr: pol.proxy, Timeout: 30 * time.Second, Hide: pol.hide})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %q", res.ExitCode, res.Stderr)
 		}

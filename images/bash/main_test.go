@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -73,7 +74,8 @@ func TestPolicyOf(t *testing.T) {
 	}
 }
 
-// TestDefaultPolicy: the default stack's bash gets analyse and build, and net's proxy.
+// TestDefaultPolicy: the default stack's bash gets analyse, build and admin (each admin command
+// waits for a person), and net's proxy.
 func TestDefaultPolicy(t *testing.T) {
 	m, err := pbp.Load(os.DirFS("../../policies/default"), "manifest.yaml")
 	if err != nil {
@@ -83,7 +85,7 @@ func TestDefaultPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (policy{profiles: []string{"analyse", "build"}, proxy: "net:3128"}); !cmp.Equal(want, got, cmp.AllowUnexported(policy{})) {
+	if want := (policy{profiles: []string{"admin", "analyse", "build"}, proxy: "net:3128"}); !cmp.Equal(want, got, cmp.AllowUnexported(policy{})) {
 		t.Errorf("policyOf = %+v, want %+v", got, want)
 	}
 }
@@ -115,5 +117,29 @@ func TestRunRefuses(t *testing.T) {
 				t.Fatalf("run: %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestRunRefusesABadGate: an operator key that does not parse, or a gate timeout that is no
+// duration, stops bash at start: it never serves with a gate it cannot trust.
+func TestRunRefusesABadGate(t *testing.T) {
+	dir := "../../policies/default"
+	m, err := pbp.Load(os.DirFS(dir), "manifest.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := os.MkdirTemp("/var/tmp", "sharness-bash-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(ws) })
+	t.Setenv(session.EnvPolicyHash, m.Hash)
+	t.Setenv(session.EnvPolicyKey, "")
+	t.Setenv(session.EnvComponent, "bash")
+	for _, s := range []gate.Settings{{Dir: t.TempDir(), Operator: "ed25519:AAAA"}, {Dir: t.TempDir(), Timeout: "soon"}} {
+		err := run(context.Background(), config{policyDir: dir, listen: "127.0.0.1:0", workspace: ws, unsafeBestEffort: true, gate: s}, discard())
+		if err == nil || !strings.Contains(err.Error(), "approval gate") {
+			t.Errorf("run with %+v: %v, want a refusal naming the approval gate", s, err)
+		}
 	}
 }

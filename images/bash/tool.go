@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sharness-ai/sharness/internal/audit"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 )
@@ -27,6 +28,7 @@ type tool struct {
 	filter    *secretfilter.Filter
 	log       *slog.Logger
 	rec       *audit.Writer // bash's audit log; nil records nothing
+	gate      *gate.Gate    // asks the operator about each admin command; nil refuses them all
 }
 
 // output is the tool's structured result.
@@ -47,7 +49,7 @@ type output struct {
 
 const inputSchema = `{"type":"object","additionalProperties":false,"required":["command"],"properties":{
 "command":{"type":"string","minLength":1,"maxLength":65536,"description":"the shell command, run by /bin/bash -c"},
-"profile":{"type":"string","enum":["analyse","build","admin"],"default":"analyse","description":"analyse: no network, workspace read-only; build: the proxy only, workspace read-write; admin: needs a person's approval"},
+"profile":{"type":"string","enum":["analyse","build","admin"],"default":"analyse","description":"analyse: no network, workspace read-only; build: the proxy only, workspace read-write; admin: build's rights, once a person approves this exact command (the call waits)"},
 "timeout":{"type":"integer","minimum":1,"maximum":600,"default":60,"description":"seconds before the sandbox is killed"},
 "cwd":{"type":"string","description":"working folder, relative to the workspace, without .."}}}`
 
@@ -67,7 +69,8 @@ func (t *tool) add(s *mcp.Server) {
 
 // call runs one tool call. Invalid arguments are a protocol error (invalid params) naming the
 // argument; a refused profile or a sandbox that could not start is a tool error with the
-// reason; anything the command did is a result.
+// reason; anything the command did is a result. An admin command first waits for the operator
+// (the call stays open); a refusal is a tool error "refused: <the gate's reason>: ...".
 func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	line := []any{"decision", "invalid"}
 	defer func() {
@@ -93,12 +96,26 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 	}
 	sum := sha256.Sum256([]byte(a.Command))
 	line = []any{"profile", a.Profile, "command_len", len(a.Command), "command_sha256", hex.EncodeToString(sum[:])}
-	if d := sandbox.Decide(a.Profile, t.pol.profiles, t.pol.proxy); !d.Allow {
+	d := sandbox.Decide(a.Profile, t.pol.profiles, t.pol.proxy)
+	if !d.Allow && !d.Ask {
 		line = append(line, "decision", "refused", "reason", d.Reason)
 		return errorResult("refused: " + d.Reason), nil
 	}
-	res, err := t.sb.Run(ctx, sandbox.Spec{Command: a.Command, Profile: a.Profile, Timeout: a.Timeout, Cwd: a.Cwd,
-		Workspace: t.workspace, ProxyAddr: t.pol.proxy})
+	spec := sandbox.Spec{Command: a.Command, Profile: a.Profile, Timeout: a.Timeout, Cwd: a.Cwd,
+		Workspace: t.workspace, ProxyAddr: t.pol.proxy, Hide: t.pol.hide}
+	if d.Ask { // admin: the operator approves exactly this spec, or it does not run
+		var v gate.Verdict // the zero Verdict refuses: a spec AdminRequest refuses is never asked about
+		if canonical, summary, err := sandbox.AdminRequest(spec); err == nil {
+			v, _ = t.gate.Ask(ctx, sandbox.AdminAction, canonical, summary) // the gate logs a refusal's cause
+		}
+		line = append(line, "approval", v.Reason(), "approval_id", v.ID())
+		if !v.Approved() {
+			line = append(line, "decision", "refused", "reason", string(v.Reason())) // the cause: the gate's own line
+			return errorResult(fmt.Sprintf("refused: %s: the admin profile needs a person's approval of each command: %s", v.Reason(), v.Reason().Text())), nil
+		}
+		spec.Approval = v.ID()
+	}
+	res, err := t.sb.Run(ctx, spec)
 	if err != nil {
 		line = append(line, "decision", "failed", "error", err.Error(), "duration_ms", res.Duration.Milliseconds())
 		return errorResult("the sandbox could not run the command: " + err.Error()), nil

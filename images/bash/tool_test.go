@@ -50,7 +50,7 @@ var testSandbox = sync.OnceValues(func() (*sandbox.Sandbox, error) {
 })
 
 // connect serves the tool over streamable HTTP, as main does, and returns a client session.
-func connect(t testing.TB, pol policy) (*mcp.ClientSession, string, *syncBuffer) {
+func connect(t testing.TB, pol policy, opts ...func(*tool)) (*mcp.ClientSession, string, *syncBuffer) {
 	t.Helper()
 	sb, err := testSandbox()
 	if err != nil {
@@ -68,7 +68,11 @@ func connect(t testing.TB, pol policy) (*mcp.ClientSession, string, *syncBuffer)
 	}
 	logs := &syncBuffer{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "sharness-bash", Version: "test"}, nil)
-	(&tool{sb: sb, pol: pol, workspace: ws, filter: filter, log: slog.New(slog.NewJSONHandler(logs, nil))}).add(s)
+	tl := &tool{sb: sb, pol: pol, workspace: ws, filter: filter, log: slog.New(slog.NewJSONHandler(logs, nil))}
+	for _, o := range opts {
+		o(tl)
+	}
+	tl.add(s)
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
 	t.Cleanup(srv.Close)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
@@ -141,7 +145,7 @@ func TestTool(t *testing.T) {
 					t.Errorf("output %+v", o)
 				}
 			}},
-		{name: "admin", args: map[string]any{"command": "id", "profile": "admin"}, wantIsErr: "refused: approval_required: the admin profile needs a person's approval"},
+		{name: "admin", args: map[string]any{"command": "id", "profile": "admin"}, wantIsErr: `refused: profile "admin" is not allowed by the policy`},
 		{name: "invalid profile", args: map[string]any{"command": "id", "profile": "root"}, wantErr: `invalid argument "profile": "root" is not one of analyse, build, admin`},
 		{name: "missing command", args: map[string]any{"profile": "analyse"}, wantErr: `invalid argument "command": required`},
 		{name: "escaping cwd", args: map[string]any{"command": "id", "cwd": "../etc"}, wantErr: `invalid argument "cwd"`},
@@ -200,7 +204,9 @@ func TestToolRefusesByPolicy(t *testing.T) {
 	}{
 		{"build not allowed", policy{profiles: []string{"analyse"}, proxy: "net:3128"}, "build", `refused: profile "build" is not allowed by the policy`},
 		{"analyse not allowed", policy{profiles: []string{"build"}, proxy: "net:3128"}, "analyse", `refused: profile "analyse" is not allowed by the policy`},
-		{"build without net", policy{profiles: []string{"analyse", "build"}}, "build", "refused: build needs the proxy"},
+		{"build without net", policy{profiles: []string{"analyse", "build"}}, "build", "refused: build and admin need the proxy"},
+		{"admin without net", policy{profiles: []string{"analyse", "admin"}}, "admin", "refused: build and admin need the proxy"},
+		{"admin not allowed", policy{profiles: []string{"analyse", "build"}, proxy: "net:3128"}, "admin", `refused: profile "admin" is not allowed by the policy`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,12 @@
 // serves the kms ops over mutual TLS only (internal/mtls) on :8443. It reads sealed secrets from
 // a read-only folder at each call. After destroy, or on SIGTERM, it scrubs the identity and exits.
 //
+// Its approval gate (internal/gate, docs/gate.md) is a folder on its own volume (-gate-dir) and
+// the operator's public key (SHARNESS_AI_OPERATOR_PUBKEY): a caller's seal_to waits there for the
+// operator's approval, and the operator's signed orders (`sharness-ai export`, docs/exit.md) are
+// carried out from there. Without the key or the folder kms starts, says so, refuses every
+// seal_to with approval_unavailable and takes no order.
+//
 // What it does not guarantee: the memory hygiene the kernel does not grant (each degradation is
 // logged at start and listed in the bundle; -require-hygiene makes any of them fatal), or
 // anything internal/kms and its custody package do not.
@@ -31,6 +37,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/sharness-ai/sharness/internal/audit"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/kms/custody"
 	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
@@ -47,6 +54,7 @@ type config struct {
 	auditDir                      string // the folder of audit.jsonl, on kms's own volume
 	requireHygiene                bool
 	hygiene                       hygiene.Report
+	gate                          gate.Settings
 
 	// For tests: an identity source and a listener instead of the Workload API and listen.
 	source   identity
@@ -65,6 +73,7 @@ func main() {
 	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_KMS_LISTEN"), ":8443"), "address of the mTLS listener (env SHARNESS_AI_KMS_LISTEN)")
 	flag.StringVar(&cfg.secretsDir, "secrets-dir", cmp.Or(os.Getenv("SHARNESS_AI_KMS_SECRETS_DIR"), DefaultSecretsDir), "folder of <name>.sealed files, read at each call (env SHARNESS_AI_KMS_SECRETS_DIR)")
 	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on kms's own volume (env "+audit.EnvDir+")")
+	cfg.gate.Flags(flag.CommandLine, os.Getenv)
 	flag.BoolVar(&cfg.requireHygiene, "require-hygiene", os.Getenv("SHARNESS_AI_KMS_REQUIRE_HYGIENE") == "1", "refuse to start when any memory-hygiene measure is degraded (env SHARNESS_AI_KMS_REQUIRE_HYGIENE=1)")
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -100,11 +109,24 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) er
 	defer record.Finish(log) // last: after the server's shutdown, the last calls are in
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv, err := custody.New(custody.Config{Manifest: m, Self: c.Name, SecretsDir: cfg.secretsDir, Hygiene: cfg.hygiene, Log: log, Audit: record, OnDestroy: cancel})
+	g, err := cfg.gate.Open(gate.Config{Component: c.Name, Policy: m.Hash, Tiers: custody.Tiers, Log: log}, "every kms seal_to and operator order (sharness-ai export)")
+	if err != nil {
+		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gate.Dir, err)
+	}
+	srv, err := custody.New(custody.Config{Manifest: m, Self: c.Name, SecretsDir: cfg.secretsDir, Hygiene: cfg.hygiene, Log: log, Audit: record, OnDestroy: cancel, Gate: g})
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	defer srv.Destroy()
+	orders := make(chan error, 1)
+	go func() { // a nil gate takes no order
+		err := g.ServeOrders(ctx, srv.Order, srv.RecordOrder)
+		if err != nil {
+			log.Error("sharness-kms takes no operator order", "error", err.Error())
+		}
+		orders <- err
+	}()
+	defer func() { cancel(); <-orders }() // before the record closes
 	if err := report(log, srv, cfg.requireHygiene); err != nil {
 		return err
 	}
@@ -122,7 +144,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) er
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
-	log.Info("sharness-kms serving", "policy", m.Hash, "listen", ln.Addr().String(), "fingerprint", srv.Public().Fingerprint(), "secrets", cfg.secretsDir)
+	log.Info("sharness-kms serving", "policy", m.Hash, "listen", ln.Addr().String(), "fingerprint", srv.Public().Fingerprint(), "secrets", cfg.secretsDir,
+		"approval_gate", g != nil, "gate_dir", cfg.gate.Dir)
 	select {
 	case err := <-done:
 		return err

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +20,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/sharness-ai/sharness/internal/audit"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/kms"
 	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
@@ -60,7 +63,8 @@ func TestRun(t *testing.T) {
 	cfg := config{policyDir: fixture, secretsDir: dir, auditDir: auditDir, hygiene: hygiene.Report{"mlockall": "ok"},
 		source: testIdentity{ca.SVID(t, "kms"), ca.Bundle()}, listener: ln}
 	done := make(chan error, 1)
-	go func() { done <- run(context.Background(), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), stdout) }()
+	var logs bytes.Buffer // written by run, read once it returned
+	go func() { done <- run(context.Background(), cfg, slog.New(slog.NewJSONHandler(&logs, nil)), stdout) }()
 
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
@@ -95,6 +99,10 @@ func TestRun(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return after destroy")
+	}
+	// Without an operator key and a gate folder, kms says what it refuses (docs/gate.md, kms).
+	if !strings.Contains(logs.String(), `"level":"WARN","msg":"no approval gate: every kms seal_to and operator order (sharness-ai export) is refused (approval_unavailable)"`) {
+		t.Errorf("kms did not warn that it has no gate:\n%s", logs.String())
 	}
 	// Every call is in the audit log, which ends with its shutdown checkpoint.
 	f, err := os.Open(filepath.Join(auditDir, audit.FileName))
@@ -143,5 +151,98 @@ func TestRunRefuses(t *testing.T) {
 				t.Fatalf("run: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRunServesOrders: with an operator key and a gate folder, kms carries out the operator's
+// signed order from that folder (no endpoint), re-sealing the secrets to the recipient, and
+// records it; a forged order is refused and recorded too.
+func TestRunServesOrders(t *testing.T) {
+	m := setup(t, "kms")
+	ca := mtlstest.NewCA(t, m.TrustDomain)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, operator, _ := ed25519.GenerateKey(nil)
+	_, intruder, _ := ed25519.GenerateKey(nil)
+	dir, auditDir, gateDir := t.TempDir(), t.TempDir(), t.TempDir()
+	out, stdout := io.Pipe()
+	cfg := config{policyDir: fixture, secretsDir: dir, auditDir: auditDir, hygiene: hygiene.Report{"mlockall": "ok"},
+		source: testIdentity{ca.SVID(t, "kms"), ca.Bundle()}, listener: ln,
+		gate: gate.Settings{Dir: gateDir, Operator: gate.FormatPublicKey(operator.Public().(ed25519.PublicKey))}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(slog.NewJSONHandler(io.Discard, nil)), stdout) }()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := strings.CutPrefix(strings.TrimSpace(line), seal.BundleLogPrefix)
+	b, err := seal.ParseBundle([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := seal.Seal(b.Key(), "api-key", []byte("sk-test"), time.Now().Add(time.Hour), nil)
+	os.WriteFile(filepath.Join(dir, "api-key.sealed"), s.Marshal(), 0o644)
+	rk, _ := seal.GenerateKey()
+	to, _ := seal.NewRecipient(rk.PublicKey(), time.Now())
+
+	place := func(key ed25519.PrivateKey) gate.Result {
+		t.Helper()
+		var o gate.Order
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			o, err = gate.PlaceOrder(gateDir, gate.Order{Component: "kms", Op: kms.OrderSealTo, Policy: m.Hash,
+				Args: kms.SealToOrder{All: true, Recipient: to}.Args()}, key, 0)
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal(err) // kms never made its orders folder
+			}
+		}
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if r, err := gate.ReadResult(gateDir, o.ID); err == nil {
+				return r
+			} else if time.Now().After(deadline) {
+				t.Fatalf("no result: %v", err)
+			}
+		}
+	}
+	r := place(operator)
+	a, err := kms.ParseOrderAnswer(r.Output)
+	if !r.Done() || err != nil || len(a.Sealed) != 1 {
+		t.Fatalf("order: %+v, %v", r, err)
+	}
+	if pt, err := seal.Open(rk, a.Sealed[0]); err != nil || string(pt) != "sk-test" {
+		t.Fatalf("the re-sealed secret opens to %q, %v", pt, err)
+	}
+	if r := place(intruder); r.Reason != string(gate.ReasonSignature) {
+		t.Errorf("forged order: %+v", r)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	f, err := os.Open(filepath.Join(auditDir, audit.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var got []audit.Event
+	if _, err := audit.Scan(f, &audit.Trust{CA: ca.Cert(), Policy: m.Hash, Component: "kms"}, func(e audit.Entry) { got = append(got, e.Event) }); err != nil {
+		t.Fatal(err)
+	}
+	want := []audit.Event{
+		{Action: "seal_to", Decision: "allow", Reason: "operator order", Caller: "operator", Destination: "api-key", Fields: map[string]string{"order": r.ID, "to": to.Fingerprint()}},
+		{Action: "order", Decision: "allow", Caller: "operator", Destination: "seal_to", Fields: map[string]string{"order": r.ID}},
+		{Action: "order", Decision: "deny", Reason: string(gate.ReasonSignature), Caller: "operator"}, // what it asks for is unread
+	}
+	if len(got) == 3 {
+		want[2].Fields = got[2].Fields // the forged order's id is its own
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit events (-want +got):\n%s", diff)
 	}
 }

@@ -48,8 +48,8 @@ func (s *server) connect(c net.Conn, br *bufio.Reader, req *http.Request, rec *r
 	}
 }
 
-// check parses authority (host:port), records it and decides; on refusal it answers, 400 for
-// what is not an authority, 403 for the rest.
+// check parses authority (host:port), records it and decides, asking the operator about an ask
+// host; on refusal it answers, 400 for what is not an authority, 403 for the rest.
 func (s *server) check(c net.Conn, authority string, rec *record) (egress.Host, uint16, bool) {
 	rec.host = authority[:min(len(authority), 255)]
 	host, port, err := egress.ParseAuthority(authority)
@@ -57,6 +57,9 @@ func (s *server) check(c net.Conn, authority string, rec *record) (egress.Host, 
 	if err == nil {
 		rec.host, rec.port = host.String(), port
 		d = egress.Decide(s.rules, rec.caller, host, port)
+	}
+	if d.Ask { // an ask host: the operator decides, then every other check runs as for an allow
+		d = s.ask.Decide(rec.caller, host, port)
 	}
 	status := http.StatusForbidden
 	if d.Rule == egress.RuleBadAuthority || d.Rule == egress.RuleInvalidHost {

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -138,6 +139,7 @@ type harness struct {
 	names                        map[string][]netip.Addr // the fake DNS
 	cancel                       context.CancelFunc
 	done                         chan struct{}
+	gate                         *gate.Gate // withGate's
 }
 
 type option func(h *harness, lim *limits)
@@ -179,7 +181,7 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	})
 	h.tlsUp = httptest.NewUnstartedServer(mux)
 	h.tlsUp.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are the point
-	h.tlsUp.TLS = &tls.Config{Certificates: []tls.Certificate{h.ca.issue(t, "allowed.test", "other.test", "a.wild.test")}}
+	h.tlsUp.TLS = &tls.Config{Certificates: []tls.Certificate{h.ca.issue(t, "allowed.test", "other.test", "a.wild.test", "ask.test")}}
 	h.tlsUp.StartTLS()
 	t.Cleanup(h.tlsUp.Close)
 	h.plainUp = httptest.NewServer(mux)
@@ -191,12 +193,13 @@ func newHarness(t *testing.T, opts ...option) *harness {
 
 	h.names = map[string][]netip.Addr{
 		"allowed.test": {lo()}, "other.test": {lo()}, "a.wild.test": {lo()}, "denied.test": {lo()}, "uncovered.wild.test": {lo()},
-		"blocked.test": {lo()}, "dead.test": {lo()},
-		"private.test": {netip.MustParseAddr("10.0.0.1")},
-		"meta.test":    {netip.MustParseAddr("169.254.169.254")},
-		"mixed.test":   {lo(), netip.MustParseAddr("192.168.1.1")},
-		"mapped.test":  {netip.MustParseAddr("::ffff:10.1.1.1")},
-		"nat64.test":   {netip.MustParseAddr("64:ff9b::a00:1")},
+		"blocked.test": {lo()}, "dead.test": {lo()}, "ask.test": {lo()},
+		"askprivate.test": {netip.MustParseAddr("10.0.0.1")},
+		"private.test":    {netip.MustParseAddr("10.0.0.1")},
+		"meta.test":       {netip.MustParseAddr("169.254.169.254")},
+		"mixed.test":      {lo(), netip.MustParseAddr("192.168.1.1")},
+		"mapped.test":     {netip.MustParseAddr("::ffff:10.1.1.1")},
+		"nat64.test":      {netip.MustParseAddr("64:ff9b::a00:1")},
 	}
 	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
 		if a, ok := h.names[host]; ok {
@@ -208,7 +211,8 @@ func newHarness(t *testing.T, opts ...option) *harness {
 	rules, err := egress.Compile(&pbp.NetRules{
 		Callers: &[]pbp.CallerRule{{Caller: "agent", Ports: ports, Hosts: []string{
 			"allowed.test", "other.test", "*.wild.test", "blocked.test", "dead.test", "nxdomain.test",
-			"private.test", "meta.test", "mixed.test", "mapped.test", "nat64.test"}}},
+			"private.test", "meta.test", "mixed.test", "mapped.test", "nat64.test"},
+			Ask: []string{"ask.test", "askprivate.test", "blocked.test"}}}, // blocked: deny wins over ask
 		DenyHosts: []string{"blocked.test"},
 	})
 	if err != nil {

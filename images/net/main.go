@@ -6,6 +6,13 @@
 // TTL, clamped: internal/egress/resolve), every address checked against the IANA
 // special-purpose ranges on every request, and dialled to exactly the address checked.
 //
+// A request to one of the caller's "ask" hosts waits for the operator's decision through net's
+// approval gate (internal/egress/approval, internal/gate; -gate-dir, net's own volume), then
+// goes through every other check; a refusal is a 403 whose X-Sharness-Deny names the gate's
+// reason (approval_denied, approval_timeout after -gate-timeout, approval_unavailable).
+// Without the operator's public key (SHARNESS_AI_OPERATOR_PUBKEY) or the folder, every ask
+// host is refused with approval_unavailable, and net says so at start when the policy has any.
+//
 // What it does not guarantee: that an allowed host cannot carry data out (see
 // internal/egress), or anything about what travels inside a TLS tunnel besides its server
 // name. Tunnels must be TLS: any other protocol inside CONNECT is refused for lack of SNI.
@@ -27,8 +34,10 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/internal/egress/approval"
 	"github.com/sharness-ai/sharness/internal/egress/proxy"
 	"github.com/sharness-ai/sharness/internal/egress/resolve"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -42,6 +51,7 @@ type config struct {
 	brake              string // requests per second per caller / burst
 	unsafeAllowAddrs   string // special addresses a test world may use, comma-separated; never in production
 	auditDir           string // the folder of audit.jsonl, on net's own volume
+	gate               gate.Settings
 }
 
 func main() {
@@ -53,6 +63,7 @@ func main() {
 	flag.StringVar(&cfg.brake, "rate-per-caller", cmp.Or(os.Getenv("SHARNESS_AI_NET_RATE_PER_CALLER"), defaultLimits.brake.String()), "the flood brake: each caller's requests per second / burst; over it, 429 (env SHARNESS_AI_NET_RATE_PER_CALLER)")
 	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on net's own volume (env "+audit.EnvDir+")")
 	flag.StringVar(&cfg.unsafeAllowAddrs, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly these special-range IPs (comma-separated) from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
+	cfg.gate.Flags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -113,6 +124,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	// Rate buckets for everyone with an edge into net: only they get past edgeCaller and mTLS.
 	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), resolve.New(cfg.resolver, resolve.DefaultLimits).Lookup, up, lim, log)
 	s.audit = record
+	if s.ask, err = approval.Open(cfg.gate, c.Name, m.Hash, rules, s.conns.Stop, log); err != nil {
+		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gate.Dir, err)
+	}
 	// Exact addresses only: a range or a name would exempt more than a test world needs. An
 	// IPv4-mapped address counts as its IPv4 address, the form resolve compares.
 	if cfg.unsafeAllowAddrs != "" {
@@ -126,7 +140,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 			log.Warn("UNSAFE: a special-range address is exempt from refusal; this is for an offline test world only", "addr", a.Unmap().String())
 		}
 	}
-	log.Info("sharness-net serving", "policy", m.Hash, "listen", cfg.listen, "mtls", tlsConf != nil, "audit", record != nil)
+	log.Info("sharness-net serving", "policy", m.Hash, "listen", cfg.listen, "mtls", tlsConf != nil, "audit", record != nil, "gate_dir", cfg.gate.Dir)
 	s.run(ctx, plain, secure, tlsConf, peerCaller(m))
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/sharness-ai/sharness/internal/egress/proxy"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -645,6 +647,16 @@ func TestRun(t *testing.T) {
 	if err := run(ctx, cfg, log); err != nil {
 		t.Fatalf("run with -rate-per-caller 5000/10000: %v", err)
 	}
+	// An operator key that does not parse stops net: it never serves with a gate it cannot trust.
+	cfg.gate = gate.Settings{Dir: t.TempDir(), Operator: "ed25519:AAAA"}
+	if err := run(ctx, cfg, log); err == nil || !strings.Contains(err.Error(), "approval gate") {
+		t.Fatalf("run with a bad operator key: %v", err)
+	}
+	cfg.gate = gate.Settings{Dir: t.TempDir(), Operator: gate.FormatPublicKey(operatorKey.Public().(ed25519.PublicKey))}
+	if err := run(ctx, cfg, log); err != nil {
+		t.Fatalf("run with a gate: %v", err)
+	}
+	cfg.gate = gate.Settings{}
 	t.Setenv("SHARNESS_AI_POLICY_HASH", "sha256:0")
 	if err := run(ctx, cfg, log); err == nil {
 		t.Fatal("run started with the wrong policy hash")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/internal/egress/approval"
 	"github.com/sharness-ai/sharness/internal/egress/metrics"
 	"github.com/sharness-ai/sharness/internal/egress/proxy"
 )
@@ -54,7 +55,8 @@ type server struct {
 	lim      limits
 	log      *slog.Logger
 	met      *metrics.Set
-	audit    *audit.Writer // nil without a Workload API: see audit.Writer.Record
+	audit    *audit.Writer   // nil without a Workload API: see audit.Writer.Record
+	ask      *approval.Asker // asks the operator about ask hosts; nil refuses them (approval_unavailable)
 	tr       *http.Transport
 	slots    chan struct{}            // one per open tunnel
 	buckets  map[string]*rate.Limiter // per caller, read-only

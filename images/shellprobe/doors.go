@@ -212,11 +212,11 @@ func (s shell) doors() []sidedoor.Door {
 		s.invalid("command", map[string]any{"profile": "analyse"}),
 		s.invalid("cwd", map[string]any{"command": "id", "cwd": "../etc"}),
 		s.invalid("timeout", map[string]any{"command": "id", "timeout": 0}),
-		{Name: "bash/admin-profile", Expected: "approval_required", Why: "admin needs a person's approval, and there is no approval gate yet", Limit: 20 * time.Second,
+		{Name: "bash/admin-profile", Expected: "approval_unavailable", Why: "each admin command needs a person's approval, and this stack has no operator key", Limit: 20 * time.Second,
 			Try: func(ctx context.Context) (string, string) {
 				_, r, err := s.call(ctx, map[string]any{"command": "id", "profile": "admin"})
-				if err == nil && strings.Contains(r, "approval_required") {
-					return "approval_required", r
+				if reason, _, ok := strings.Cut(strings.TrimPrefix(r, "refused: "), ":"); err == nil && ok && strings.HasPrefix(reason, "approval_") {
+					return reason, r
 				}
 				return "not refused for approval", fmt.Sprintf("%v %s", err, r)
 			}},

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +161,7 @@ func TestTamper(t *testing.T) {
 	s := newSession(t)
 	_, data := writeLog(t, s, 7)
 	other := mtlstest.NewCA(t, "sharness.test")
+	_, otherLog := writeLog(t, session{other, other.SVID(t, "net")}, 7) // same component and policy, another session
 	cases := []struct {
 		name   string
 		edit   func([][]byte) [][]byte
@@ -177,6 +179,27 @@ func TestTamper(t *testing.T) {
 		}, nil, 8, "the signature does not match the line"},
 		{"deleted line", func(ls [][]byte) [][]byte { return append(ls[:4], ls[5:]...) }, nil, 5, "seq 6 follows seq 4"},
 		{"inserted line", func(ls [][]byte) [][]byte { return append(ls[:5], append([][]byte{ls[4]}, ls[5:]...)...) }, nil, 6, "seq 5 follows seq 5"},
+		{"inserted line, seq and chain rewritten", func(ls [][]byte) [][]byte {
+			// A forger without the key inserts an event after line 5 and renumbers and relinks
+			// every line after it: the next checkpoint's signature no longer matches.
+			r, err := parse(bytes.TrimSuffix(ls[4], []byte("\n")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Seq, r.Destination = r.Seq+1, "forged.example:443"
+			b, _ := encode(r)
+			ls = slices.Insert(ls, 5, append(b, '\n'))
+			for i := 6; i < len(ls); i++ {
+				r, err := parse(bytes.TrimSuffix(ls[i], []byte("\n")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Seq++
+				b, _ := encode(r)
+				ls[i] = append(b, '\n')
+			}
+			return rechain(t, ls, 5)
+		}, nil, 9, "checkpoint: the signature does not match the line"},
 		{"reordered lines", func(ls [][]byte) [][]byte { ls[4], ls[5] = ls[5], ls[4]; return ls }, nil, 5, "seq 6 follows seq 4"},
 		{"beginning removed", func(ls [][]byte) [][]byte { return ls[4:] }, nil, 1, "want the session start with seq 1"},
 		{"truncated after an event", func(ls [][]byte) [][]byte { return ls[:9] }, nil, 9, "unsigned tail after line 8: lines 9-9"},
@@ -192,6 +215,8 @@ func TestTamper(t *testing.T) {
 			return ls
 		}, nil, 11, "signed by spiffe://sharness.test/kms, not by component net"},
 		{"another session", nil, func(tr *Trust) { tr.CA = other.Cert() }, 1, "a log of another session"},
+		{"another session's log, this session's trust", func([][]byte) [][]byte { return lines(otherLog) }, nil, 1, "a log of another session"},
+		{"another session's log, its checkpoints", func([][]byte) [][]byte { return lines(otherLog) }, nil, 4, "checkpoint: the signer is no SVID of this session"},
 		{"another session's hash pinned", nil, func(tr *Trust) { tr.CASHA256 = CAHash(other.Cert()) }, 0, "the session CA's SHA-256 is"},
 		{"policy mismatch", nil, func(tr *Trust) { tr.Policy = "sha256:" + strings.Repeat("cd", 32) }, 1, "another policy"},
 		{"another component", nil, func(tr *Trust) { tr.Component = "kms" }, 1, "component net policy"},

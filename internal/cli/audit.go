@@ -47,12 +47,17 @@ type auditTrust struct {
 }
 
 func (t *auditTrust) flags(c *cobra.Command) {
+	t.sessionFlags(c)
+	c.Flags().StringToInt64Var(&t.finalSeq, "final-seq", nil, "component=seq, repeatable: the seq that component's log must end at; a listed component without a log fails")
+	c.Flags().BoolVar(&t.running, "allow-running", false, "the components still run: list an unsigned tail instead of failing it")
+}
+
+// sessionFlags are where the logs are and the facts they verify against.
+func (t *auditTrust) sessionFlags(c *cobra.Command) {
 	c.Flags().StringVar(&t.project, "project", "", "the compose project: read the logs of its volumes <project>_audit-<component>, and take the session CA from the launcher's session record")
 	c.Flags().StringVar(&t.ca, "ca", "", "the session CA certificate (PEM)")
 	c.Flags().StringVar(&t.caSHA256, "ca-sha256", "", "the session CA's hex SHA-256 as the session record names it (optional pin)")
 	c.Flags().StringVar(&t.policy, "policy-hash", os.Getenv("SHARNESS_AI_POLICY_HASH"), "the policy hash M you trust (env SHARNESS_AI_POLICY_HASH)")
-	c.Flags().StringToInt64Var(&t.finalSeq, "final-seq", nil, "component=seq, repeatable: the seq that component's log must end at; a listed component without a log fails")
-	c.Flags().BoolVar(&t.running, "allow-running", false, "the components still run: list an unsigned tail instead of failing it")
 }
 
 // auditLog is one log to read: a file and, when known from where it was found (a project's
@@ -177,15 +182,32 @@ var dockerOutput = func(ctx context.Context, args ...string) ([]byte, error) {
 // projectLogs finds the audit logs of compose project p: <mountpoint>/audit.jsonl of each volume
 // p_audit-<component>, in component order. The volumes' files are root's on the host.
 func projectLogs(ctx context.Context, p string) ([]auditLog, error) {
-	if !projectName.MatchString(p) {
-		return nil, fmt.Errorf("--project %q is not a compose project name", p)
-	}
-	prefix := p + "_audit-"
-	out, err := dockerOutput(ctx, "volume", "ls", "--filter", "name="+prefix, "--format", "{{.Name}}")
+	vols, err := projectVolumes(ctx, p, "audit")
 	if err != nil {
 		return nil, err
 	}
 	var logs []auditLog
+	for _, v := range vols {
+		logs = append(logs, auditLog{filepath.Join(v.dir, audit.FileName), v.component})
+	}
+	return logs, nil
+}
+
+// volume is one component's volume of a compose project: its mountpoint on the host.
+type volume struct{ component, dir string }
+
+// projectVolumes finds the volumes p_<kind>-<component> of compose project p (kind audit, gate)
+// and their mountpoints, in component order.
+func projectVolumes(ctx context.Context, p, kind string) ([]volume, error) {
+	if !projectName.MatchString(p) {
+		return nil, fmt.Errorf("--project %q is not a compose project name", p)
+	}
+	prefix := p + "_" + kind + "-"
+	out, err := dockerOutput(ctx, "volume", "ls", "--filter", "name="+prefix, "--format", "{{.Name}}")
+	if err != nil {
+		return nil, err
+	}
+	var vols []volume
 	for _, name := range strings.Fields(string(out)) {
 		comp, ok := strings.CutPrefix(name, prefix) // the filter matches anywhere in a name
 		if !ok || !componentName.MatchString(comp) {
@@ -199,13 +221,13 @@ func projectLogs(ctx context.Context, p string) ([]auditLog, error) {
 		if !filepath.IsAbs(dir) {
 			return nil, fmt.Errorf("volume %s: mountpoint %q is not an absolute path", name, dir)
 		}
-		logs = append(logs, auditLog{filepath.Join(dir, audit.FileName), comp})
+		vols = append(vols, volume{comp, dir})
 	}
-	if len(logs) == 0 {
+	if len(vols) == 0 {
 		return nil, fmt.Errorf("no volume %s<component> (docker volume ls): is the project name right?", prefix)
 	}
-	slices.SortFunc(logs, func(a, b auditLog) int { return strings.Compare(a.component, b.component) })
-	return logs, nil
+	slices.SortFunc(vols, func(a, b volume) int { return strings.Compare(a.component, b.component) })
+	return vols, nil
 }
 
 // auditFiles expands the arguments: files as given, folders to their *.jsonl files.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -52,7 +54,101 @@ func fakeHost(t *testing.T, docker map[string]string, files map[string]string, k
 		projects = append(projects, project)
 		return []byte(kmsLogs), nil
 	}
+	fakeLauncher(t, "", "")
 	return &projects
+}
+
+// fakeLauncher replaces the engine doctor asks for the running stack's launcher: state is what
+// docker ps says of it ("" for no container), logs what docker logs prints (on stderr, as the
+// launcher logs there). It returns the docker calls made.
+func fakeLauncher(t *testing.T, state, logs string) *[]string {
+	t.Helper()
+	var calls []string
+	orig := runDocker
+	t.Cleanup(func() { runDocker = orig })
+	runDocker = func(_ context.Context, d dockerCmd) error {
+		calls = append(calls, strings.Join(d.args, " "))
+		switch {
+		case d.args[0] == "ps" && state != "":
+			fmt.Fprintf(d.stdout, "0123abcd %s\n", state)
+		case d.args[0] == "ps":
+		case d.args[0] == "logs":
+			fmt.Fprint(d.stderr, logs)
+		default:
+			return fmt.Errorf("unexpected docker %v", d.args)
+		}
+		return nil
+	}
+	return &calls
+}
+
+// sessionStarted is the launcher's start line for policy m.
+func sessionStarted(m string) string {
+	return `{"time":"2026-05-01T09:00:00Z","level":"INFO","msg":"session started","policy":"` + m + `","session_ca_sha256":"` + strings.Repeat("9", 64) + `","ca_key":"destroyed"}` + "\n"
+}
+
+// TestDoctorPolicy: doctor compares the policy the running stack's launcher started its session
+// with against the supplied hash (flag, else SHARNESS_AI_POLICY_HASH), asking docker for the
+// project's launcher by compose's labels.
+func TestDoctorPolicy(t *testing.T) {
+	m, other := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("c", 64)
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		env         string // SHARNESS_AI_POLICY_HASH
+		state, logs string
+		code        int
+		line        string // the policy line, a regular expression
+	}{
+		{"equal", []string{"--policy-hash", m}, "", "running", sessionStarted(m), ExitOK, `(?m)^policy +ok +project demo runs policy ` + m + `, the supplied hash`},
+		{"from the environment", nil, m, "running", sessionStarted(m), ExitOK, `(?m)^policy +ok +`},
+		{"flag over environment", []string{"--policy-hash", m}, other, "running", sessionStarted(m), ExitOK, `(?m)^policy +ok +`},
+		{"different", []string{"--policy-hash", other}, "", "running", sessionStarted(m), ExitRefused, `(?m)^policy +fail +project demo runs policy ` + m + `, not the supplied ` + other + `: .*sharness-ai down -p demo`},
+		{"no hash supplied", nil, "", "running", sessionStarted(m), ExitOK, `(?m)^policy +degraded +project demo runs policy ` + m + ` \(session CA 9{64}\), and no hash was supplied`},
+		{"no stack", []string{"--policy-hash", m}, "", "", "", ExitOK, `(?m)^policy +skipped +no launcher of project "demo" is running`},
+		{"launcher exited", []string{"--policy-hash", m}, "", "exited", "", ExitOK, `(?m)^policy +skipped +.*its launcher is exited`},
+		{"launcher running, no session line", []string{"--policy-hash", m}, "", "running", `{"msg":"refusing to start"}` + "\n", ExitRefused, `(?m)^policy +fail +the launcher of project "demo" runs, but its session line cannot be read`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SHARNESS_AI_POLICY_HASH", tc.env)
+			fakeHost(t, healthyDocker, healthyFiles, "")
+			calls := fakeLauncher(t, tc.state, tc.logs)
+			code, out, errOut := run(t, append([]string{"doctor", "-p", "demo"}, tc.args...)...)
+			if code != tc.code || !regexp.MustCompile(tc.line).MatchString(out) {
+				t.Errorf("exit %d, want %d with %s\nstdout:\n%s\nstderr:\n%s", code, tc.code, tc.line, out, errOut)
+			}
+			wantPS := "ps --all --filter label=com.docker.compose.project=demo --filter label=com.docker.compose.service=launcher --format {{.ID}} {{.State}}"
+			if len(*calls) == 0 || (*calls)[0] != wantPS {
+				t.Errorf("docker calls %q, want first %q", *calls, wantPS)
+			}
+			if tc.state == "running" && (len(*calls) != 2 || (*calls)[1] != "logs 0123abcd") {
+				t.Errorf("docker calls %q, want the launcher's logs read", *calls)
+			}
+		})
+	}
+	t.Run("json", func(t *testing.T) {
+		t.Setenv("SHARNESS_AI_POLICY_HASH", "")
+		fakeHost(t, healthyDocker, healthyFiles, "")
+		fakeLauncher(t, "running", sessionStarted(m))
+		code, out, _ := run(t, "doctor", "-p", "demo", "--json", "--policy-hash", other)
+		var got struct {
+			OK     bool
+			Checks []doctor.Result
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || code != ExitRefused || got.OK {
+			t.Fatalf("exit %d, %v, ok %v\n%s", code, err, got.OK, out)
+		}
+		i := slices.IndexFunc(got.Checks, func(r doctor.Result) bool { return r.Name == "policy" })
+		if i < 0 || got.Checks[i].Status != doctor.Fail || !strings.Contains(got.Checks[i].Detail, "not the supplied "+other) {
+			t.Errorf("policy check %+v", got.Checks)
+		}
+	})
+	t.Run("malformed hash", func(t *testing.T) {
+		fakeHost(t, healthyDocker, healthyFiles, "")
+		if code, _, errOut := run(t, "doctor", "--policy-hash", "sha256:abc"); code != ExitUsage || !strings.Contains(errOut, "--policy-hash") {
+			t.Errorf("exit %d, %s; want %d naming --policy-hash", code, errOut, ExitUsage)
+		}
+	})
 }
 
 var healthyDocker = map[string]string{
@@ -92,7 +188,7 @@ func TestDoctor(t *testing.T) {
 			`(?m)^kms/mlockall +degraded +kms \S+ \(project demo\): degraded: memlock limit`,
 			`(?m)^kms/not_dumpable +ok +`,
 			`(?m)^dns-leak +skipped +run with --live`,
-			`(?m)^9 ok, 2 degraded, 0 failed, 1 skipped$`,
+			`(?m)^9 ok, 2 degraded, 0 failed, 2 skipped$`,
 		} {
 			if !regexp.MustCompile(want).MatchString(out) {
 				t.Errorf("output lacks %s:\n%s", want, out)

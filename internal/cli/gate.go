@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -28,20 +29,31 @@ func defaultOperatorKey() string {
 }
 
 // gateDirs are the gate directories to look in: --gate-dir flags, else SHARNESS_AI_GATE_DIRS
-// (colon-separated).
-func gateDirs(flags []string) ([]string, error) {
+// (colon-separated), else, with --project, the mountpoints of the project's volumes
+// <project>_gate-<component> (root's on the host).
+func gateDirs(ctx context.Context, flags []string, project string) ([]string, error) {
 	dirs := flags
 	if len(dirs) == 0 {
 		dirs = strings.FieldsFunc(os.Getenv("SHARNESS_AI_GATE_DIRS"), func(r rune) bool { return r == ':' })
 	}
-	if len(dirs) == 0 {
-		return nil, errors.New("no gate directory: pass --gate-dir (or set SHARNESS_AI_GATE_DIRS)")
+	if len(dirs) > 0 || project == "" {
+		if len(dirs) == 0 {
+			return nil, errors.New("no gate directory: pass --project or --gate-dir (or set SHARNESS_AI_GATE_DIRS)")
+		}
+		return dirs, nil
 	}
-	return dirs, nil
+	vols, err := projectVolumes(ctx, project, "gate")
+	for _, v := range vols {
+		dirs = append(dirs, v.dir)
+	}
+	return dirs, err
 }
 
-func gateDirFlag(c *cobra.Command, dirs *[]string) {
+func gateDirFlag(c *cobra.Command, dirs *[]string, project *string) {
 	c.Flags().StringArrayVar(dirs, "gate-dir", nil, "a component's gate directory, repeatable (env SHARNESS_AI_GATE_DIRS, colon-separated)")
+	if project != nil {
+		c.Flags().StringVarP(project, "project", "p", "", "the compose project: look in its volumes <project>_gate-<component> (as root), when no --gate-dir is given")
+	}
 }
 
 func keyFlag(c *cobra.Command, key *string, what string) {
@@ -83,19 +95,24 @@ type pendingRow struct {
 
 func (a *app) pendingCmd() *cobra.Command {
 	var dirs []string
+	var project string
 	c := &cobra.Command{
 		Use:   "pending",
 		Short: "List the requests waiting for a person (exit 1 if a gate directory or request could not be read)",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			ds, err := gateDirs(dirs)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ds, err := gateDirs(cmd.Context(), dirs, project)
 			if err != nil {
 				return err
 			}
+			byProject := len(dirs) == 0 && os.Getenv("SHARNESS_AI_GATE_DIRS") == ""
 			rows := []pendingRow{}
 			var errs []error
 			for _, d := range ds {
 				reqs, err := gate.List(d)
+				if byProject && errors.Is(err, gate.ErrNotOpened) {
+					continue // a volume of a component this project has not started
+				}
 				if err != nil {
 					errs = append(errs, fmt.Errorf("%s: %w", d, err))
 				}
@@ -124,7 +141,7 @@ func (a *app) pendingCmd() *cobra.Command {
 			return nil
 		},
 	}
-	gateDirFlag(c, &dirs)
+	gateDirFlag(c, &dirs, &project)
 	return c
 }
 
@@ -133,15 +150,15 @@ func (a *app) denyCmd() *cobra.Command    { return a.decideCmd(gate.Deny) }
 
 func (a *app) decideCmd(d gate.Decision) *cobra.Command {
 	var dirs []string
-	var key string
+	var key, project string
 	var session bool
 	ttl := gate.DefaultTTL
 	c := &cobra.Command{
 		Use:   string(d) + " ID",
 		Short: "Sign a decision to " + string(d) + " the pending request ID (see `sharness-ai pending`)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			ds, err := gateDirs(dirs)
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ds, err := gateDirs(cmd.Context(), dirs, project)
 			switch {
 			case err != nil:
 				return err
@@ -177,7 +194,7 @@ func (a *app) decideCmd(d gate.Decision) *cobra.Command {
 			return refused{fmt.Errorf("%w %q in %s (decided, timed out, or never made)", gate.ErrUnknown, args[0], strings.Join(ds, ", "))}
 		},
 	}
-	gateDirFlag(c, &dirs)
+	gateDirFlag(c, &dirs, &project)
 	keyFlag(c, &key, "the operator key")
 	if d == gate.Approve {
 		c.Flags().BoolVar(&session, "session", false, "also approve identical requests (same action and digest) until the approval expires; refused for tier every")

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -145,7 +146,7 @@ func TestGateRefusals(t *testing.T) {
 		{"missing key", []string{"approve", "NONENONENONENONENONENONENO", "--gate-dir", dir, "--key", loose + ".gone"}, ExitUsage, "operator init"},
 		{"ttl too long", []string{"approve", "NONENONENONENONENONENONENO", "--gate-dir", dir, "--key", key, "--ttl", "9h"}, ExitUsage, "--ttl"},
 		{"ttl zero", []string{"approve", "NONENONENONENONENONENONENO", "--gate-dir", dir, "--key", key, "--ttl", "0s"}, ExitUsage, "--ttl"},
-		{"no gate dir", []string{"pending"}, ExitUsage, "no gate directory: pass --gate-dir"},
+		{"no gate dir", []string{"pending"}, ExitUsage, "no gate directory: pass --project or --gate-dir"},
 		{"missing gate dir", []string{"pending", "--gate-dir", filepath.Join(dir, "nope")}, ExitRefused, "open gate directory"},
 		{"key exists", []string{"operator", "init", "--key", key}, ExitRefused, "refusing to overwrite"},
 	}
@@ -177,5 +178,64 @@ func TestOperatorKeyDefaultPath(t *testing.T) {
 	}
 	if _, err := os.Stat(env); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestGateByProject: with --project and no --gate-dir, pending and approve look in the project's
+// volumes <project>_gate-<component>, found through docker (faked here), and in no other.
+func TestGateByProject(t *testing.T) {
+	key, pub := operatorKey(t)
+	g, dir := component(t, pub, map[string]gate.Tier{"fs.write": gate.Once})
+	t.Setenv("SHARNESS_AI_GATE_DIRS", "")
+	orig := dockerOutput
+	t.Cleanup(func() { dockerOutput = orig })
+	dockerOutput = func(_ context.Context, args ...string) ([]byte, error) {
+		switch strings.Join(args, " ") {
+		case "volume ls --filter name=demo_gate- --format {{.Name}}":
+			return []byte("demo_gate-fs\nother_demo_gate-bash\n"), nil
+		case "volume inspect --format {{.Mountpoint}} demo_gate-fs":
+			return []byte(dir + "\n"), nil
+		case "volume ls --filter name=nope_gate- --format {{.Name}}":
+			return nil, nil
+		}
+		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
+	}
+	verdict, id := asking(t, g, dir)
+	if code, out, errOut := run(t, "pending", "-p", "demo"); code != ExitOK || !strings.Contains(out, id) {
+		t.Errorf("pending -p demo: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, "approve", id, "--project", "demo", "--key", key); code != ExitOK || !strings.HasPrefix(out, "approved "+id) {
+		t.Errorf("approve --project demo: exit %d\n%s%s", code, out, errOut)
+	}
+	if v := <-verdict; !v.Approved() {
+		t.Errorf("verdict %v after approve --project, want approved", v.Reason())
+	}
+	if code, _, errOut := run(t, "pending", "-p", "nope"); code == ExitOK || !strings.Contains(errOut, "no volume nope_gate-") {
+		t.Errorf("pending -p nope: exit %d, %s", code, errOut)
+	}
+}
+
+// TestPendingSkipsUnopenedProjectVolumes: a project's gate volume whose component has not started
+// (no pending/ folder) holds no requests and is no error with --project; named with --gate-dir,
+// it is reported.
+func TestPendingSkipsUnopenedProjectVolumes(t *testing.T) {
+	t.Setenv("SHARNESS_AI_GATE_DIRS", "")
+	unopened := t.TempDir()
+	orig := dockerOutput
+	t.Cleanup(func() { dockerOutput = orig })
+	dockerOutput = func(_ context.Context, args ...string) ([]byte, error) {
+		switch strings.Join(args, " ") {
+		case "volume ls --filter name=demo_gate- --format {{.Name}}":
+			return []byte("demo_gate-bash\n"), nil
+		case "volume inspect --format {{.Mountpoint}} demo_gate-bash":
+			return []byte(unopened + "\n"), nil
+		}
+		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
+	}
+	if code, out, errOut := run(t, "pending", "-p", "demo"); code != ExitOK || out != "no pending requests\n" {
+		t.Errorf("pending -p demo: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, "pending", "--gate-dir", unopened); code != ExitRefused || !strings.Contains(errOut, "no component has opened this gate directory") {
+		t.Errorf("pending --gate-dir (unopened): exit %d, %s", code, errOut)
 	}
 }

@@ -10,9 +10,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -80,22 +83,28 @@ func checkProject(p string) error {
 	return nil
 }
 
+// agentService is the agent's service in the compose file: up leaves it to the person to start.
+const agentService = "agent"
+
 func (a *app) upCmd() *cobra.Command {
 	var project, want, agent string
 	var extra []string
-	var yes bool
+	var yes, started bool
+	timeout := 3 * time.Minute
 	c := &cobra.Command{
 		Use:   "up",
 		Short: "Check the compiled stack, confirm its policy hash, start every service but the agent, and show their health",
 		Long: "Refuses unless docker-compose.yml and compiled/ are exactly what the manifest (env SHARNESS_AI_MANIFEST)\n" +
 			"compiles to. The policy hash M must equal --policy-hash (or SHARNESS_AI_POLICY_HASH); without one, up\n" +
-			"prints M and reads its first 12 hex digits from stdin. Then runs `docker compose up --detach --wait\n" +
-			"--pull never` with SHARNESS_AI_POLICY_HASH=M, and prints `status`. Start the agent yourself afterwards.",
+			"prints M and reads its first 12 hex digits from stdin. It prints a line per image (present, its ID and\n" +
+			"size) and refuses if one is missing (hack/build-images.sh builds them; up never pulls). Then it runs\n" +
+			"`docker compose up --detach --pull never` with SHARNESS_AI_POLICY_HASH=M, prints a line per container\n" +
+			"as it becomes running and healthy, refuses (with the last log lines of what is not) when one exits, is\n" +
+			"unhealthy or is not ready within --timeout, and prints `status`. Start the agent yourself afterwards.\n" +
+			"--agent IMAGE writes a compose file that runs the local IMAGE, with its own entrypoint and command, as\n" +
+			"the agent, and prints the command that starts it: the agent's confinement and policy are unchanged.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if agent != "" {
-				return errors.New("--agent: not built yet; start your agent with `docker compose up agent` or an overlay")
-			}
 			if err := checkProject(project); err != nil {
 				return err
 			}
@@ -103,6 +112,9 @@ func (a *app) upCmd() *cobra.Command {
 				if err := pbp.CheckHash(want); err != nil {
 					return err
 				}
+			}
+			if timeout <= 0 {
+				return fmt.Errorf("--timeout %s: want a positive duration", timeout)
 			}
 			m, err := a.checkStack()
 			if err != nil {
@@ -122,29 +134,45 @@ func (a *app) upCmd() *cobra.Command {
 			}
 			ctx, env := cmd.Context(), withPolicyHash(m.Hash)
 			files := append([]string{"docker-compose.yml"}, extra...)
-			out, err := dockerCapture(ctx, env, composeArgs(project, files, "config", "--services")...)
+			if agent != "" {
+				override, err := a.agentOverride(ctx, m, agentService, agent)
+				if err != nil {
+					return err
+				}
+				files = append(files, override)
+				defer func() { // kept for the person only when the stack is up
+					if !started {
+						os.RemoveAll(filepath.Dir(override))
+					}
+				}()
+			}
+			services, images, err := composeImages(ctx, env, project, files)
 			if err != nil {
 				return err
 			}
-			args := composeArgs(project, files, "up", "--detach", "--wait", "--pull", "never")
-			for _, s := range strings.Fields(string(out)) {
-				if s != "agent" {
-					args = append(args, s)
-				}
+			if err := a.checkImages(ctx, services, images); err != nil {
+				return err
 			}
-			// compose's own progress (pulls, creates, health waits) goes to the person as it happens.
-			if err := runDocker(ctx, dockerCmd{args: args, env: env, stdout: a.errOut, stderr: a.errOut}); err != nil {
+			services = slices.DeleteFunc(services, func(s string) bool { return s == agentService })
+			if err := a.startAndWait(ctx, env, project, files, services, timeout); err != nil {
 				a.status(ctx, m, project, files) // show what did start; the up failure is the error
-				return refused{fmt.Errorf("docker %s: %w", strings.Join(args, " "), err)}
+				return err
 			}
-			return a.status(ctx, m, project, files)
+			started = true
+			if err := a.status(ctx, m, project, files); err != nil {
+				return err
+			}
+			start := append([]string{"docker"}, composeArgs(project, files, "run", "--rm", agentService)...)
+			fmt.Fprintf(a.errOut, "up: %s is up; start the agent with:\n  SHARNESS_AI_POLICY_HASH=%s %s\n", project, m.Hash, strings.Join(start, " "))
+			return nil
 		},
 	}
 	projectFlag(c, &project)
 	c.Flags().StringVar(&want, "policy-hash", os.Getenv("SHARNESS_AI_POLICY_HASH"), "the hash you trust (env SHARNESS_AI_POLICY_HASH); without it, up asks you to confirm")
 	c.Flags().BoolVar(&yes, "yes", false, "start without a person confirming the hash (warns)")
 	c.Flags().StringSliceVarP(&extra, "file", "f", nil, "an extra compose file after docker-compose.yml, repeatable (e.g. compose/world.yml)")
-	c.Flags().StringVar(&agent, "agent", "", "agent image (not built yet)")
+	c.Flags().StringVar(&agent, "agent", "", "run this local image as the agent (its own entrypoint and command; the agent's policy and confinement unchanged)")
+	c.Flags().DurationVar(&timeout, "timeout", timeout, "how long every container may take to be running and healthy")
 	return c
 }
 

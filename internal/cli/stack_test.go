@@ -2,14 +2,19 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -39,21 +44,31 @@ func healthyPS(except ...string) []string {
 	return append(lines, psLine("world", "running", ""))
 }
 
-// fakeDocker stands in for the docker CLI and records every call.
+// fakeDocker stands in for the docker CLI and records every call. It is safe for the
+// concurrent calls of up (compose up runs while compose ps is polled).
 type fakeDocker struct {
+	mu       sync.Mutex
 	calls    []dockerCmd
-	services string            // what `compose config --services` prints
+	services string            // the services `compose config` lists, one a line
+	images   map[string]string // image → `docker image inspect` JSON; default: every sharness/<service>:dev, and absent ones missing
+	missing  []string          // images the engine does not have
 	ps       []string          // lines of `compose ps`
+	psSeq    [][]string        // if set: what successive `compose ps` calls print; the last one repeats
 	runtime  map[string]string // container ID → runtime; default "sharness"
 	volumes  []string
 	upErr    error
+	logs     map[string]string // service → what `compose logs` prints
+	nPS      int
 }
 
 func (f *fakeDocker) install(t *testing.T) {
 	t.Helper()
-	orig := runDocker
-	t.Cleanup(func() { runDocker = orig })
+	orig, origPoll := runDocker, pollInterval
+	t.Cleanup(func() { runDocker, pollInterval = orig, origPoll })
+	pollInterval = 5 * time.Millisecond
 	runDocker = func(_ context.Context, d dockerCmd) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		f.calls = append(f.calls, d)
 		out := d.stdout
 		if out == nil {
@@ -66,6 +81,17 @@ func (f *fakeDocker) install(t *testing.T) {
 				rt = "sharness"
 			}
 			fmt.Fprintln(out, rt)
+		case d.args[0] == "image":
+			img := d.args[len(d.args)-1]
+			if j, ok := f.images[img]; ok {
+				fmt.Fprintln(out, j)
+				return nil
+			}
+			if slices.Contains(f.missing, img) || !strings.HasPrefix(img, "sharness/") {
+				fmt.Fprintf(d.stderr, "Error response from daemon: No such image: %s\n", img)
+				return errors.New("exit status 1")
+			}
+			fmt.Fprintf(out, `{"Id":"sha256:%x","Size":12345678,"Config":{"Entrypoint":["/sharness-x"],"Cmd":null}}`+"\n", sha256.Sum256([]byte(img)))
 		case d.args[0] == "volume":
 			filter := strings.TrimPrefix(d.args[3], "name=")
 			for _, v := range f.volumes {
@@ -74,9 +100,27 @@ func (f *fakeDocker) install(t *testing.T) {
 				}
 			}
 		case slices.Contains(d.args, "config"):
-			fmt.Fprint(out, f.services)
+			services := map[string]any{}
+			for _, s := range strings.Fields(f.services) {
+				services[s] = map[string]string{"image": "sharness/" + s + ":dev"}
+			}
+			for _, a := range d.args {
+				if strings.HasSuffix(a, "agent.yml") {
+					data, _ := os.ReadFile(a)
+					img := regexp.MustCompile(`image: "([^"]+)"`).FindStringSubmatch(string(data))
+					services["agent"] = map[string]string{"image": img[1]}
+				}
+			}
+			json.NewEncoder(out).Encode(map[string]any{"name": "sharness", "services": services})
 		case slices.Contains(d.args, "ps"):
-			fmt.Fprint(out, strings.Join(f.ps, "\n")+"\n")
+			ps := f.ps
+			if len(f.psSeq) > 0 {
+				ps = f.psSeq[min(f.nPS, len(f.psSeq)-1)]
+				f.nPS++
+			}
+			fmt.Fprint(out, strings.Join(ps, "\n")+"\n")
+		case slices.Contains(d.args, "logs"):
+			fmt.Fprint(out, f.logs[d.args[len(d.args)-1]])
 		case slices.Contains(d.args, "up"):
 			fmt.Fprintln(d.stderr, " ✔ Container sharness-launcher-1  Healthy")
 			return f.upErr
@@ -87,15 +131,24 @@ func (f *fakeDocker) install(t *testing.T) {
 
 // verbs is the docker calls as "compose up", "inspect", ... for a compact comparison.
 func (f *fakeDocker) verbs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	var v []string
 	for _, c := range f.calls {
 		if c.args[0] == "compose" {
-			v = append(v, "compose "+c.args[slices.IndexFunc(c.args[1:], func(s string) bool { return s == "config" || s == "up" || s == "ps" || s == "down" })+1])
+			v = append(v, "compose "+c.args[slices.IndexFunc(c.args[1:], func(s string) bool {
+				return s == "config" || s == "up" || s == "ps" || s == "down" || s == "logs"
+			})+1])
 		} else {
 			v = append(v, c.args[0])
 		}
 	}
 	return v
+}
+
+// verbsBut is verbs without the given ones (compose ps, polled a varying number of times).
+func (f *fakeDocker) verbsBut(skip string) []string {
+	return slices.DeleteFunc(f.verbs(), func(v string) bool { return v == skip })
 }
 
 func (f *fakeDocker) call(verb string) *dockerCmd {
@@ -107,6 +160,9 @@ func (f *fakeDocker) call(verb string) *dockerCmd {
 	return nil
 }
 
+// images is what up inspects: one image per service, the agent's included.
+func images(n int) []string { return slices.Repeat([]string{"image"}, n) }
+
 func TestUp(t *testing.T) {
 	copyTree(t, "policies", "docker-compose.yml", "compiled")
 	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
@@ -114,13 +170,16 @@ func TestUp(t *testing.T) {
 	_, m, _ := run(t, "hash")
 	m = strings.TrimSpace(m)
 	other := "sha256:" + strings.Repeat("0", 64)
-	started := []string{"compose config", "compose up", "compose ps", "inspect", "inspect", "inspect", "inspect", "inspect", "inspect"}
+	// The docker calls but compose ps, which is polled: the config, each image, compose up, and
+	// status's runtime inspections.
+	started := slices.Concat([]string{"compose config"}, images(7), []string{"compose up"}, slices.Repeat([]string{"inspect"}, 6))
 	tests := []struct {
 		name      string
 		args      []string
 		env       string // SHARNESS_AI_POLICY_HASH
 		stdin     string
 		ps        []string
+		missing   []string
 		drift     bool
 		code      int
 		calls     []string
@@ -128,7 +187,7 @@ func TestUp(t *testing.T) {
 		errSubstr []string
 	}{
 		{name: "hash supplied and equal", args: []string{"--policy-hash", m}, code: ExitOK, calls: started,
-			upArgs: []string{"compose", "-p", "sharness", "-f", "docker-compose.yml", "up", "--detach", "--wait", "--pull", "never", "bash", "fs", "kms", "launcher", "llm", "net"}},
+			upArgs: []string{"compose", "-p", "sharness", "-f", "docker-compose.yml", "up", "--detach", "--pull", "never", "bash", "fs", "kms", "launcher", "llm", "net"}},
 		{name: "hash from the environment", env: m, code: ExitOK, calls: started},
 		{name: "hash supplied and different", args: []string{"--policy-hash", other}, code: ExitRefused,
 			errSubstr: []string{"the manifest is " + m, "the supplied hash is " + other, "nothing started"}},
@@ -142,12 +201,18 @@ func TestUp(t *testing.T) {
 		{name: "--yes warns", args: []string{"--yes"}, code: ExitOK, calls: started, errSubstr: []string{"NOT confirmed by a person"}},
 		{name: "drift", args: []string{"--policy-hash", m}, drift: true, code: ExitRefused,
 			errSubstr: []string{"drift: compiled/agent/seccomp.json: differs", "nothing started"}},
-		{name: "--agent is not built", args: []string{"--agent", "me/agent:1", "--yes"}, code: ExitUsage, errSubstr: []string{"not built yet"}},
 		{name: "bad project", args: []string{"-p", "Bad Name", "--yes"}, code: ExitUsage},
-		{name: "extra compose file", args: []string{"--yes", "-f", "compose/world.yml"}, code: ExitOK, calls: started,
-			upArgs: []string{"compose", "-p", "sharness", "-f", "docker-compose.yml", "-f", "compose/world.yml", "up", "--detach", "--wait", "--pull", "never", "bash", "fs", "kms", "launcher", "llm", "net", "world", "model"}},
+		{name: "bad timeout", args: []string{"--timeout", "0s", "--yes"}, code: ExitUsage},
+		{name: "extra compose file", args: []string{"--yes", "-f", "compose/world.yml"}, code: ExitOK,
+			calls:  slices.Concat([]string{"compose config"}, images(9), []string{"compose up"}, slices.Repeat([]string{"inspect"}, 6)),
+			upArgs: []string{"compose", "-p", "sharness", "-f", "docker-compose.yml", "-f", "compose/world.yml", "up", "--detach", "--pull", "never", "bash", "fs", "kms", "launcher", "llm", "model", "net", "world"}},
+		{name: "missing images", args: []string{"--yes"}, missing: []string{"sharness/kms:dev", "sharness/agent:dev"}, code: ExitRefused,
+			calls: slices.Concat([]string{"compose config"}, images(7)),
+			errSubstr: []string{"up: image sharness/kms:dev (kms): MISSING", "up: image sharness/agent:dev (agent): MISSING", "up: image sharness/net:dev (net): present, sha256:",
+				"2 images missing on this engine (sharness/agent:dev, sharness/kms:dev): nothing started; build them with hack/build-images.sh"}},
 		{name: "unhealthy after up", args: []string{"--yes"}, ps: append(healthyPS("kms"), psLine("kms", "exited", "")), code: ExitRefused,
-			calls: started, errSubstr: []string{"kms (state exited)"}},
+			calls:     slices.Concat([]string{"compose config"}, images(7), []string{"compose up", "compose logs"}, slices.Repeat([]string{"inspect"}, 6)),
+			errSubstr: []string{"up: kms (sharness-kms-1): exited after", "up: last lines of kms:\n    kms: refusing to start\n", "sharness-ai: kms (exited)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,9 +225,10 @@ func TestUp(t *testing.T) {
 			origIn := confirmInput
 			t.Cleanup(func() { confirmInput = origIn })
 			confirmInput = strings.NewReader(tc.stdin)
-			f := &fakeDocker{services: "agent\nbash\nfs\nkms\nlauncher\nllm\nnet\n", ps: tc.ps}
+			f := &fakeDocker{services: "agent\nbash\nfs\nkms\nlauncher\nllm\nnet\n", ps: tc.ps, missing: tc.missing, logs: map[string]string{"kms": "kms: refusing to start\n"}}
 			if slices.Contains(tc.args, "compose/world.yml") {
 				f.services += "world\nmodel\n"
+				f.ps = append(healthyPS(), psLine("model", "running", ""))
 			}
 			if f.ps == nil {
 				f.ps = healthyPS()
@@ -172,8 +238,8 @@ func TestUp(t *testing.T) {
 			if code != tc.code {
 				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, out, errOut)
 			}
-			if diff := cmp.Diff(tc.calls, f.verbs()); diff != "" {
-				t.Errorf("docker calls (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.calls, f.verbsBut("compose ps")); diff != "" {
+				t.Errorf("docker calls but compose ps (-want +got):\n%s", diff)
 			}
 			for _, s := range tc.errSubstr {
 				if !strings.Contains(errOut, s) {
@@ -195,11 +261,142 @@ func TestUp(t *testing.T) {
 			if !slices.ContainsFunc(up.env, func(kv string) bool { return strings.HasPrefix(kv, "PATH=") }) {
 				t.Error("compose up did not get the process environment")
 			}
-			if !strings.Contains(errOut, "Container sharness-launcher-1  Healthy") {
-				t.Errorf("compose's progress did not reach stderr:\n%s", errOut)
-			}
 			if !strings.Contains(out, "SERVICE") || !strings.Contains(out, "launcher") {
 				t.Errorf("no status table on stdout:\n%s", out)
+			}
+			if tc.code != ExitOK {
+				return
+			}
+			for _, want := range []string{
+				"up: image sharness/launcher:dev (launcher): present, sha256:",
+				"up: image sharness/agent:dev (agent): present",
+				"up: launcher (sharness-launcher-1): running, healthy after ",
+				"up: net (sharness-net-1): running after ",
+				"start the agent with:\n  SHARNESS_AI_POLICY_HASH=" + m + " docker compose -p sharness -f docker-compose.yml",
+			} {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errOut)
+				}
+			}
+			if strings.Contains(errOut, "Container sharness-launcher-1  Healthy") {
+				t.Errorf("compose's own progress reached stderr although up succeeded:\n%s", errOut)
+			}
+		})
+	}
+}
+
+// TestUpProgress: a line per container as its state or health changes, while compose runs and
+// after; a timeout names what is not ready and shows its last log lines.
+func TestUpProgress(t *testing.T) {
+	copyTree(t, "policies", "docker-compose.yml", "compiled")
+	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
+	starting := append(healthyPS("launcher"), psLine("launcher", "running", "starting"))
+	t.Run("becomes healthy", func(t *testing.T) {
+		f := &fakeDocker{services: "agent\nlauncher\nnet\n", psSeq: [][]string{nil, {psLine("launcher", "created", "")}, starting, starting, healthyPS()}}
+		f.install(t)
+		code, out, errOut := run(t, "up", "--yes")
+		if code != ExitOK {
+			t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+		}
+		var lines []string
+		for l := range strings.Lines(errOut) {
+			if strings.HasPrefix(l, "up: launcher ") {
+				lines = append(lines, l[:strings.Index(l, " after ")])
+			}
+		}
+		want := []string{"up: launcher (sharness-launcher-1): created", "up: launcher (sharness-launcher-1): running, health starting", "up: launcher (sharness-launcher-1): running, healthy"}
+		if diff := cmp.Diff(want, lines); diff != "" {
+			t.Errorf("launcher's progress (-want +got):\n%s\n%s", diff, errOut)
+		}
+	})
+	t.Run("timeout", func(t *testing.T) {
+		f := &fakeDocker{services: "agent\nlauncher\nnet\n", ps: starting, logs: map[string]string{"launcher": "l1\nl2\n"}}
+		f.install(t)
+		code, out, errOut := run(t, "up", "--yes", "--timeout", "50ms")
+		for _, want := range []string{"up: last lines of launcher:\n    l1\n    l2\n", "sharness-ai: not running and healthy after 50ms: launcher (running, health starting)"} {
+			if code != ExitRefused || !strings.Contains(errOut, want) {
+				t.Errorf("exit %d, want %d with %q\n%s\n%s", code, ExitRefused, want, out, errOut)
+			}
+		}
+		if c := f.call("compose logs"); c == nil || !slices.Equal(c.args[len(c.args)-5:], []string{"logs", "--no-log-prefix", "--tail", "20", "launcher"}) {
+			t.Errorf("logs call %v", c)
+		}
+	})
+}
+
+// TestUpAgent: --agent runs a local image as the agent through a compose file of its own, with
+// the image's entrypoint and command; a missing image, one whose entrypoint the agent's policy
+// does not let run, or a malformed name is refused before anything starts.
+func TestUpAgent(t *testing.T) {
+	copyTree(t, "policies", "docker-compose.yml", "compiled")
+	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
+	inspect := func(entrypoint, cmd string) string {
+		return `{"Id":"sha256:` + strings.Repeat("e", 64) + `","Size":2000000,"Config":{"Entrypoint":` + entrypoint + `,"Cmd":` + cmd + `,"Volumes":null}}`
+	}
+	for _, tc := range []struct {
+		name, image, inspect string
+		code                 int
+		want                 []string // in stderr
+		file                 string   // the override's services section
+	}{
+		{"claude code", "me/claude:1", inspect(`["/usr/local/bin/sharness-claude"]`, `["--model","x"]`), ExitOK,
+			[]string{"up: agent image me/claude:1 runs /usr/local/bin/sharness-claude --model x", "up: image me/claude:1 (agent): present, sha256:eeeeeeeeeeee, 2.0 MB", "-f AGENT run --rm agent"},
+			`services:
+  agent:
+    image: "me/claude:1"
+    entrypoint: ["/usr/local/bin/sharness-claude"]
+    command: ["--model","x"]
+`},
+		{"command only", "me/agent@sha256:" + strings.Repeat("1", 64), inspect(`null`, `["/sharness-agent","-v"]`), ExitOK, nil,
+			`    entrypoint: ["/sharness-agent"]
+    command: ["-v"]
+`},
+		{"missing", "me/none:1", "", ExitRefused, []string{"up: agent image me/none:1: MISSING", "--agent me/none:1: no such image on this engine: nothing started; build it (docker build) or load it (docker load) first"}, ""},
+		{"entrypoint not allowed to run", "me/sh:1", inspect(`["/bin/sh","-c"]`, `["run"]`), ExitRefused, []string{"its entrypoint /bin/sh is not in the agent policy's process.exec", "Landlock would refuse to run it"}, ""},
+		{"nothing to run", "me/empty:1", inspect(`null`, `null`), ExitRefused, []string{"names no entrypoint nor command"}, ""},
+		{"an option, not an image", "--privileged", "", ExitUsage, []string{"not an image reference"}, ""},
+		{"declares a volume", "me/vol:1", strings.Replace(inspect(`["/sharness-agent"]`, `null`), `"Volumes":null`, `"Volumes":{"/data":{}}`, 1), ExitOK,
+			[]string{"declares volumes [/data]", "the runtime shim refuses"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeDocker{services: "agent\nlauncher\nnet\n", ps: healthyPS(), images: map[string]string{}}
+			if tc.inspect != "" {
+				f.images[tc.image] = tc.inspect
+			}
+			f.install(t)
+			code, out, errOut := run(t, "up", "--yes", "--agent="+tc.image)
+			i := strings.Index(errOut, "/agent.yml")
+			file := ""
+			if i > 0 {
+				start := strings.LastIndex(errOut[:i], " ") + 1
+				file = errOut[start : i+len("/agent.yml")]
+				t.Cleanup(func() { os.RemoveAll(filepath.Dir(file)) })
+				errOut = strings.ReplaceAll(errOut, file, "AGENT")
+			}
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, tc.code, out, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if tc.code != ExitOK {
+				if f.call("compose up") != nil || f.call("compose config") != nil {
+					t.Errorf("a refused --agent went on: %v", f.verbs())
+				}
+				return
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("the agent's compose file: %v\n%s", err, errOut)
+			}
+			if !strings.Contains(string(data), tc.file) {
+				t.Errorf("agent.yml:\n%s\nwant it to contain:\n%s", data, tc.file)
+			}
+			up := f.call("compose up")
+			if up == nil || up.args[6] != file || slices.Contains(up.args, "agent") {
+				t.Errorf("compose up %v: want the agent's file, and the agent not started", up)
 			}
 		})
 	}
@@ -211,8 +408,10 @@ func TestUpFailureShowsStatus(t *testing.T) {
 	f := &fakeDocker{services: "agent\nlauncher\n", ps: healthyPS(), upErr: errors.New("exit status 1")}
 	f.install(t)
 	code, out, errOut := run(t, "up", "--yes")
-	if code != ExitRefused || !strings.Contains(errOut, "compose -p sharness -f docker-compose.yml up") || !strings.Contains(out, "SERVICE") {
-		t.Errorf("exit %d, want %d naming the compose call, with the table\nstdout:\n%s\nstderr:\n%s", code, ExitRefused, out, errOut)
+	for _, want := range []string{"up: docker compose up failed:\n     ✔ Container sharness-launcher-1  Healthy\n", "sharness-ai: docker compose -p sharness -f docker-compose.yml up --detach --pull never launcher: exit status 1"} {
+		if code != ExitRefused || !strings.Contains(errOut, want) || !strings.Contains(out, "SERVICE") {
+			t.Errorf("exit %d, want %d with %q, with the table\nstdout:\n%s\nstderr:\n%s", code, ExitRefused, want, out, errOut)
+		}
 	}
 }
 

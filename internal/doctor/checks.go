@@ -39,7 +39,7 @@ var checks = []struct {
 }{
 	{"engine", engineCheck}, {"compose", composeCheck}, {"runtime", runtimeCheck}, {"seccomp", seccompCheck},
 	{"userns", usernsCheck}, {"landlock", landlockCheck}, {"cgroups", cgroupsCheck},
-	{"memfd_secret", memfdSecretCheck}, {"edge-pool", edgePoolCheck}, {"kms", nil}, {"dns-leak", dnsLeakCheck},
+	{"memfd_secret", memfdSecretCheck}, {"edge-pool", edgePoolCheck}, {"kms", nil}, {"policy", policyCheck}, {"dns-leak", dnsLeakCheck},
 }
 
 // version is a Moby or compose version; pre marks a pre-release (26.0.0-rc1 comes before 26.0.0).

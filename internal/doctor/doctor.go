@@ -1,12 +1,15 @@
 // Package doctor checks the host a SHarness stack runs on: the Docker engine (and the DNS leak
 // of CVE-2024-29018), compose v2, the runtime registration, seccomp, user namespaces, Landlock,
-// cgroups, memfd_secret, the edge address pool, and the memory hygiene the running kms reports.
+// cgroups, memfd_secret, the edge address pool, the memory hygiene the running kms reports, and
+// whether the running stack's policy is the hash the person supplied.
 //
 // This package only decides: every check is a pure function of Facts (no exec, no I/O), so each
 // decision is table-tested without Docker. Package probe gathers the Facts.
 //
 // What it does not guarantee: a check that passes says the host can enforce a measure, not that
-// a given container was started with it (the e2e suite proves that).
+// a given container was started with it (the e2e suite proves that). The policy line takes the
+// running stack's hash from its launcher's output (docker logs): it is the launcher's word, which
+// anyone who controls the engine can fake; `sharness-ai audit verify` checks the signed record.
 package doctor
 
 import (
@@ -42,6 +45,7 @@ type Facts struct {
 	LandlockErr    error
 	MemfdSecretErr error // nil: memfd_secret(2) worked on the host
 	KMS            KMS
+	Stack          Stack
 	Live           Live
 }
 

@@ -195,11 +195,92 @@ func TestCheck(t *testing.T) {
 			t.Errorf("%s: empty verdict %+v", r.Name, r)
 		}
 	}
-	want := []string{"engine", "compose", "runtime", "seccomp", "userns", "landlock", "cgroups", "memfd_secret", "edge-pool", "kms", "dns-leak"}
+	want := []string{"engine", "compose", "runtime", "seccomp", "userns", "landlock", "cgroups", "memfd_secret", "edge-pool", "kms", "policy", "dns-leak"}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
 	}
 	if got := Failed(rs); !cmp.Equal(got, []string{"engine"}) {
 		t.Errorf("Failed = %q, want [engine]", got)
+	}
+}
+
+// sessionLine is the launcher's canonical start line, as images/launcher prints it.
+func sessionLine(policy, ca string) string {
+	return fmt.Sprintf(`{"time":"2026-05-01T09:00:00Z","level":"INFO","msg":"session started","policy":%q,"session_ca_sha256":%q,"ca_key":"destroyed","not_after":"2026-05-02T09:00:00Z","identity_root":"/run/sharness/identity","roles":["agent","net"]}`, policy, ca)
+}
+
+var (
+	hashM  = "sha256:" + strings.Repeat("a", 64)
+	hashX  = "sha256:" + strings.Repeat("c", 64)
+	caHash = strings.Repeat("9", 64)
+)
+
+func TestParseSession(t *testing.T) {
+	for _, tc := range []struct {
+		name, logs string
+		want       Session
+		err        string
+	}{
+		{"one session", `{"level":"INFO","msg":"identities minted"}` + "\n" + sessionLine(hashM, caHash) + "\n", Session{hashM, caHash}, ""},
+		{"restarted: the last session runs", sessionLine(hashX, strings.Repeat("1", 64)) + "\nlauncher: restarting\n" + sessionLine(hashM, caHash) + "\n", Session{hashM, caHash}, ""},
+		{"CRLF and noise", "not json\n{broken\n" + sessionLine(hashM, caHash) + "\r\n", Session{hashM, caHash}, ""},
+		{"refused start", `{"level":"ERROR","msg":"refusing to start","error":"the supplied hash is sha256:0000"}` + "\n", Session{}, `no "session started" line`},
+		{"empty", "", Session{}, `no "session started" line`},
+		{"malformed policy", sessionLine("sha256:abc", caHash), Session{}, "not a policy hash"},
+		{"malformed CA hash", sessionLine(hashM, "XYZ"), Session{}, "not a policy hash and a session CA hash"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSession([]byte(tc.logs))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseSession(f *testing.F) {
+	f.Add([]byte(sessionLine(hashM, caHash) + "\n"))
+	f.Add([]byte("x\n" + sessionLine("sha256:abc", caHash)))
+	f.Fuzz(func(t *testing.T, logs []byte) {
+		s, err := ParseSession(logs)
+		if err == nil && (!strings.HasPrefix(s.Policy, "sha256:") || len(s.SessionCA) != 64) {
+			t.Fatalf("accepted %+v", s)
+		}
+	})
+}
+
+func TestPolicyCheck(t *testing.T) {
+	running := Session{hashM, caHash}
+	for _, tc := range []struct {
+		name  string
+		stack Stack
+		want  Status
+		in    []string
+	}{
+		{"equal", Stack{Project: "demo", Supplied: hashM, Session: running}, OK, []string{"project demo runs policy " + hashM + ", the supplied hash (session CA " + caHash + ")"}},
+		{"different", Stack{Project: "demo", Supplied: hashX, Session: running}, Fail, []string{"runs policy " + hashM + ", not the supplied " + hashX, "sharness-ai down -p demo", "sharness-ai up -p demo --policy-hash " + hashX}},
+		{"no hash supplied", Stack{Project: "demo", Session: running}, Degraded, []string{"runs policy " + hashM, "no hash was supplied", "SHARNESS_AI_POLICY_HASH"}},
+		{"no stack", Stack{Project: "demo", Supplied: hashM, Err: fmt.Errorf("%w: launcher is exited", ErrNoStack)}, Skipped, []string{`project "demo" is running (no stack running: launcher is exited)`}},
+		{"no stack, no hash", Stack{Project: "demo", Err: ErrNoStack}, Skipped, []string{"no stack's policy to compare"}},
+		{"zero facts", Stack{}, Skipped, []string{"no stack running"}},
+		{"launcher runs, no session line", Stack{Project: "demo", Supplied: hashM, Err: errors.New(`no "session started" line in the launcher's logs`)}, Fail, []string{"cannot be read", "sharness-ai status -p demo"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, detail := policyCheck(Facts{Stack: tc.stack})
+			if got != tc.want {
+				t.Errorf("status %s, want %s: %s", got, tc.want, detail)
+			}
+			for _, s := range tc.in {
+				if !strings.Contains(detail, s) {
+					t.Errorf("detail %q lacks %q", detail, s)
+				}
+			}
+		})
 	}
 }

@@ -87,6 +87,13 @@ func FuzzDecide(f *testing.F) {
 		if d.Rule == "" || d.Reason == "" {
 			t.Fatalf("Decide(%q, %q, %d) = %+v without a rule or reason", caller, host, port, d)
 		}
+		asked := caller == "agent" && (h.String() == "gist.github.com" || h.String() == "deb.debian.org" || strings.HasSuffix(h.String(), ".pkg.example"))
+		switch {
+		case d.Ask && (d.Allow || d.Rule != RuleAsk || !asked || port != 443):
+			t.Fatalf("Decide(%q, %q, %d) = %+v: an ask verdict for what is no ask host on the caller's ports", caller, host, port, d)
+		case d.Allow && asked:
+			t.Fatalf("Decide(%q, %q, %d) = %+v: an ask host allowed without the operator", caller, host, port, d)
+		}
 		if !d.Allow {
 			return
 		}

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,12 +20,19 @@ const (
 	RuleHostNotAllowed = "host-not-allowed"
 	RulePortNotAllowed = "port-not-allowed"
 	RuleSpecialRange   = "special-range"
+	// RuleAsk names a host the caller may reach only with the operator's approval: Decide's
+	// verdict with Ask set, and the allow that follows an approval.
+	RuleAsk = "ask"
 )
 
 // Decision is the verdict on one request. The zero Decision is a denial. Rule is a stable name
 // for logs, metrics and the X-Sharness-Deny header; Reason is one public sentence.
 type Decision struct {
-	Allow  bool
+	Allow bool
+	// Ask: the host is one of the caller's ask hosts, on one of its ports. Allow stays false:
+	// the proxy must put the request to the operator (ConnectRequest), and a caller of Decide
+	// that looks at Allow alone refuses it.
+	Ask    bool
 	Rule   string
 	Reason string
 }
@@ -66,11 +74,13 @@ func (p pattern) String() string {
 	return p.name
 }
 
-// grant allows the hosts of one pattern on some ports; source names the rule that granted it.
+// grant allows the hosts of one pattern on some ports, or with ask only once the operator
+// approves; source names the rule that granted it.
 type grant struct {
 	pat    pattern
 	ports  []uint16
 	source string
+	ask    bool
 }
 
 // Rules are the compiled net rules: deny patterns and per-caller grants. Build them with
@@ -86,6 +96,7 @@ type Rules struct {
 //
 // Ports: a caller's own hosts are allowed on its ports (none listed: none allowed). A preset's
 // hosts are allowed on the preset's ports, narrowed to the caller's ports when it lists any.
+// A caller's ask hosts are asked about on its ports, whatever else allows them.
 func Compile(r *pbp.NetRules) (*Rules, error) {
 	out := &Rules{callers: map[string][]grant{}}
 	if r == nil {
@@ -124,6 +135,13 @@ func Compile(r *pbp.NetRules) (*Rules, error) {
 			}
 			gs = append(gs, grant{pat: p, ports: ports, source: "hosts"})
 		}
+		for _, h := range c.Ask {
+			p, err := compilePattern(h)
+			if err != nil {
+				return nil, fmt.Errorf("%s: ask: %w", field, err)
+			}
+			gs = append(gs, grant{pat: p, ports: ports, source: RuleAsk, ask: true})
+		}
 		for _, name := range c.Presets {
 			ps, ok := presets[name]
 			if !ok {
@@ -157,9 +175,25 @@ func compilePattern(s string) (pattern, error) {
 	return pattern{name: name, wildcard: wildcard}, nil
 }
 
+// HasAsk reports whether any caller has ask hosts: then net needs its approval gate.
+func (r *Rules) HasAsk() bool {
+	if r == nil {
+		return false
+	}
+	for _, gs := range r.callers {
+		if slices.ContainsFunc(gs, func(g grant) bool { return g.ask }) {
+			return true
+		}
+	}
+	return false
+}
+
 // Decide says whether caller may reach host on port. It is pure; deny_hosts wins over every
-// allow; a caller without a rule is refused. It does not look at addresses: the proxy must
-// still resolve the host and refuse special-purpose ranges (Special, RefuseSpecial).
+// allow; a caller without a rule is refused. A host that matches one of the caller's ask
+// patterns is never allowed outright: on the caller's ports the verdict is Ask (the proxy puts
+// it to the operator), on another port a refusal. It does not look at addresses: the proxy must
+// still resolve the host and refuse special-purpose ranges (Special, RefuseSpecial), also after
+// an approval.
 func Decide(r *Rules, caller string, host Host, port uint16) Decision {
 	switch {
 	case r == nil:
@@ -178,9 +212,19 @@ func Decide(r *Rules, caller string, host Host, port uint16) Decision {
 	if !ok {
 		return deny(RuleNoCallerRule, "caller %q has no net rule", caller)
 	}
+	for _, g := range grants {
+		if !g.ask || !g.pat.match(host.name) {
+			continue
+		}
+		if !slices.Contains(g.ports, port) {
+			return deny(RulePortNotAllowed, "caller %s may ask to reach %s, but not on port %d", caller, host.name, port)
+		}
+		return Decision{Ask: true, Rule: RuleAsk,
+			Reason: fmt.Sprintf("caller %s may reach %s on port %d only with the operator's approval (ask, %s)", caller, host.name, port, g.pat)}
+	}
 	hostSeen := false
 	for _, g := range grants {
-		if !g.pat.match(host.name) {
+		if g.ask || !g.pat.match(host.name) {
 			continue
 		}
 		hostSeen = true
@@ -193,4 +237,20 @@ func Decide(r *Rules, caller string, host Host, port uint16) Decision {
 		return deny(RulePortNotAllowed, "caller %s may reach %s, but not on port %d", caller, host.name, port)
 	}
 	return deny(RuleHostNotAllowed, "caller %s may not reach %s", caller, host.name)
+}
+
+// ActionConnect is the approval gate's action for a request to an ask host.
+const ActionConnect = "net.connect"
+
+// ConnectRequest is what the operator approves for caller reaching host on port, an ask host:
+// canonical, the exact request (JSON with fixed keys in a fixed order; the caller is a
+// component name, the host in normal form), and a one-line summary for the person.
+func ConnectRequest(caller string, host Host, port uint16) (canonical []byte, summary string) {
+	canonical, _ = json.Marshal(struct {
+		V      int    `json:"v"`
+		Caller string `json:"caller"`
+		Host   string `json:"host"`
+		Port   uint16 `json:"port"`
+	}{1, caller, host.name, port})
+	return canonical, fmt.Sprintf("%s connects to %s port %d", caller, host.name, port)
 }

@@ -22,10 +22,11 @@ func mustHost(t testing.TB, s string) Host {
 func testRules() *pbp.NetRules {
 	return &pbp.NetRules{
 		Callers: &[]pbp.CallerRule{
-			{Caller: "agent", Hosts: []string{"example.com", "*.github.com", "proxy.golang.org"}, Ports: []int{443}, Presets: []string{"debian"}},
+			{Caller: "agent", Hosts: []string{"example.com", "*.github.com", "proxy.golang.org"}, Ports: []int{443}, Presets: []string{"debian"},
+				Ask: []string{"gist.github.com", "*.pkg.example", "deb.debian.org", "evil.github.com"}},
 			{Caller: "bash", Hosts: []string{"deb.debian.org", "*.example.org"}, Ports: []int{80, 443}},
 			{Caller: "llm", Presets: []string{"anthropic-api", "debian"}},
-			{Caller: "noports", Hosts: []string{"example.net"}},
+			{Caller: "noports", Hosts: []string{"example.net"}, Ask: []string{"ask.example.net"}},
 		},
 		DenyHosts: []string{"evil.github.com", "*.internal.example.com"},
 	}
@@ -61,6 +62,17 @@ var decideCases = []struct {
 	{"empty caller", "", "example.com", 443, false, RuleNoCallerRule},
 	{"port zero", "agent", "example.com", 0, false, RulePortNotAllowed},
 	{"zero host", "agent", "", 443, false, RuleInvalidHost},
+	{"ask host", "agent", "gist.github.com", 443, false, RuleAsk},
+	{"ask wins over a wildcard host", "agent", "gist.github.com", 443, false, RuleAsk},
+	{"ask host on another port", "agent", "gist.github.com", 80, false, RulePortNotAllowed},
+	{"ask wildcard", "agent", "a.b.pkg.example", 443, false, RuleAsk},
+	{"ask wildcard bare suffix", "agent", "pkg.example", 443, false, RuleHostNotAllowed},
+	{"ask wins over a preset", "agent", "deb.debian.org", 443, false, RuleAsk},
+	{"deny wins over ask", "agent", "evil.github.com", 443, false, RuleDenyHost},
+	{"other caller's ask host", "bash", "gist.github.com", 443, false, RuleHostNotAllowed},
+	{"other caller's ask host is its host", "bash", "deb.debian.org", 443, true, "hosts"},
+	{"ask without ports", "noports", "ask.example.net", 443, false, RulePortNotAllowed},
+	{"ask for an unknown caller", "kms", "gist.github.com", 443, false, RuleNoCallerRule},
 }
 
 func TestDecide(t *testing.T) {
@@ -75,7 +87,7 @@ func TestDecide(t *testing.T) {
 				h = mustHost(t, tc.host)
 			}
 			d := Decide(r, tc.caller, h, tc.port)
-			if d.Allow != tc.allow || d.Rule != tc.rule {
+			if d.Allow != tc.allow || d.Rule != tc.rule || d.Ask != (tc.rule == RuleAsk) {
 				t.Fatalf("Decide(%q, %q, %d) = %+v; want allow=%v rule=%s", tc.caller, tc.host, tc.port, d, tc.allow, tc.rule)
 			}
 			if d.Reason == "" || strings.Contains(d.Reason, "\n") {
@@ -123,6 +135,8 @@ func TestCompileErrors(t *testing.T) {
 		{"port zero", caller(pbp.CallerRule{Caller: "a", Ports: []int{0}}), "out of range"},
 		{"port too big", caller(pbp.CallerRule{Caller: "a", Ports: []int{65536}}), "out of range"},
 		{"bad deny host", &pbp.NetRules{DenyHosts: []string{"169.254.169.254"}}, "deny_hosts[0]"},
+		{"ip ask host", caller(pbp.CallerRule{Caller: "a", Ask: []string{"10.0.0.1"}}), "ask: "},
+		{"ask wildcard tld", caller(pbp.CallerRule{Caller: "a", Ask: []string{"*.com"}}), "public suffix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Compile(tc.rules)
@@ -218,3 +232,48 @@ func TestPure(t *testing.T) {
 		}
 	}
 }
+
+func TestHasAsk(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rules *pbp.NetRules
+		want  bool
+	}{
+		{"none", nil, false},
+		{"hosts only", &pbp.NetRules{Callers: &[]pbp.CallerRule{{Caller: "a", Hosts: []string{"example.com"}}}}, false},
+		{"an ask host", testRules(), true},
+	} {
+		r, err := Compile(tc.rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.HasAsk(); got != tc.want {
+			t.Errorf("%s: HasAsk = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if (*Rules)(nil).HasAsk() {
+		t.Error("nil rules have ask hosts")
+	}
+}
+
+// TestConnectRequest: the bytes an approval binds name the caller, the host in normal form and
+// the port, each apart; the summary says the same for a person.
+func TestConnectRequest(t *testing.T) {
+	c, s := ConnectRequest("bash", mustHost(t, "Gist.GitHub.com."), 443)
+	if string(c) != `{"v":1,"caller":"bash","host":"gist.github.com","port":443}` || s != "bash connects to gist.github.com port 443" {
+		t.Errorf("ConnectRequest = %s, %q", c, s)
+	}
+	seen := map[string]bool{string(c): true}
+	for _, other := range [][]byte{
+		first(ConnectRequest("agent", mustHost(t, "gist.github.com"), 443)),
+		first(ConnectRequest("bash", mustHost(t, "api.github.com"), 443)),
+		first(ConnectRequest("bash", mustHost(t, "gist.github.com"), 80)),
+	} {
+		if seen[string(other)] {
+			t.Errorf("two requests share the bytes %s", other)
+		}
+		seen[string(other)] = true
+	}
+}
+
+func first(b []byte, _ string) []byte { return b }

@@ -123,7 +123,13 @@ func orDefault(d, def time.Duration) time.Duration {
 // carry out, asking the operator unless its tier is auto or a session approval covers it.
 // summary is shown to the operator: a short text, never secret material. The error is nil for
 // an approval or a signed denial, and names the cause of any other denial for the log.
+//
+// A nil Gate is a component without one (Settings.Open): it refuses everything with
+// approval_unavailable.
 func (g *Gate) Ask(ctx context.Context, action string, canonical []byte, summary string) (Verdict, error) {
+	if g == nil {
+		return Verdict{reason: ReasonUnavailable}, errors.New("gate: none (no operator key or no gate folder)")
+	}
 	sum := sha256.Sum256(canonical)
 	now := time.Now().UTC().Truncate(time.Second)
 	r := Request{ID: rand.Text(), Component: g.cfg.Component, Action: action, Digest: "sha256:" + hex.EncodeToString(sum[:]),
@@ -142,6 +148,7 @@ func (g *Gate) Ask(ctx context.Context, action string, canonical []byte, summary
 		v = Verdict{approved: true, reason: ReasonSession}
 	default:
 		v, err = g.wait(ctx, r)
+		v.id = r.ID
 	}
 	g.cfg.Log.Info("gate", "component", r.Component, "action", action, "id", r.ID, "digest", r.Digest,
 		"tier", r.Tier, "approved", v.Approved(), "reason", v.Reason(), "error", err)
@@ -160,7 +167,9 @@ func (g *Gate) session(action, digest string) bool {
 	return ok
 }
 
-// wait writes r for the operator and waits for a decision, r's expiry or ctx.
+// wait writes r for the operator and waits for a decision, r's expiry or ctx. A session
+// approval of an identical request, given while r waits, covers r too (a client that opened
+// several identical connections at once is answered by one `approve --session`).
 func (g *Gate) wait(ctx context.Context, r Request) (Verdict, error) {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err == nil {
@@ -182,6 +191,8 @@ func (g *Gate) wait(ctx context.Context, r Request) (Verdict, error) {
 			return g.decide(token, r)
 		case !errors.Is(err, fs.ErrNotExist):
 			return Verdict{reason: ReasonInvalid}, fmt.Errorf("gate: read decision: %w", err)
+		case r.Tier == Once && g.session(r.Action, r.Digest):
+			return Verdict{approved: true, reason: ReasonSession}, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -362,3 +362,36 @@ func pemPublic(t *testing.T, key ed25519.PrivateKey) string {
 	}
 	return string(p)
 }
+
+// TestSessionReleasesWaitingRequests: identical requests that wait side by side (a client's
+// parallel connections) are all answered by one session approval of any of them.
+func TestSessionReleasesWaitingRequests(t *testing.T) {
+	g, dir := openGate(t, map[string]Tier{"fs.write": Once}, 5*time.Second)
+	results := make(chan Verdict, 3)
+	for range 3 {
+		go func() { v, _ := ask(t, g, nil, "same"); results <- v }()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if reqs, _ := List(dir); len(reqs) == 3 {
+			if _, err := Decide(dir, reqs[1].ID, Approve, operator, ScopeSession, 0); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the three requests were not listed")
+		}
+	}
+	reasons := map[Reason]int{}
+	for range 3 {
+		v := <-results
+		if !v.Approved() {
+			t.Errorf("a waiting identical request: %s", v.Reason())
+		}
+		reasons[v.Reason()]++
+	}
+	if reasons[ReasonApproved] != 1 || reasons[ReasonSession] != 2 {
+		t.Errorf("reasons %v, want one approved and two by the session", reasons)
+	}
+	empty(t, dir)
+}

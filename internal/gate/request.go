@@ -98,6 +98,10 @@ func readRequest(root *os.Root, id string) (Request, error) {
 	return r, nil
 }
 
+// ErrNotOpened: a gate directory whose component has not opened its gate (never started, or
+// not yet): it holds no requests.
+var ErrNotOpened = errors.New("no component has opened this gate directory")
+
 // List returns the requests of the gate directory dir that wait for a decision, oldest first:
 // not expired and not decided. A pending file that cannot be read or is invalid is left out
 // and named in the error, which is then returned with the readable requests.
@@ -108,7 +112,9 @@ func List(dir string) ([]Request, error) {
 	}
 	defer root.Close()
 	entries, err := fs.ReadDir(root.FS(), "pending")
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s has no pending/ folder", ErrNotOpened, dir)
+	} else if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
 	var reqs []Request

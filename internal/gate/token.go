@@ -69,10 +69,15 @@ type Verdict struct {
 	approved bool
 	reason   Reason
 	c        claims // of an approval
+	id       string // of the request the operator was asked about
 }
 
 // Approved reports whether the action may go ahead.
 func (v Verdict) Approved() bool { return v.approved }
+
+// ID is the id of the request the operator was asked about, whatever the outcome, for the
+// component's record; "" when nobody was asked (tier auto, a session approval in force, no gate).
+func (v Verdict) ID() string { return v.id }
 
 // Reason is the verdict's code; the zero Verdict's is approval_invalid.
 func (v Verdict) Reason() Reason {

@@ -3,7 +3,9 @@ package sandbox
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"runtime"
@@ -26,15 +28,16 @@ const statusFD = 3
 
 // initConfig is what Run tells the init; the command is its first argument.
 type initConfig struct {
-	Probe     bool    `json:"probe,omitempty"` // mount /proc and report, nothing else
-	Profile   Profile `json:"profile"`
-	Workspace string  `json:"workspace"`
-	Cwd       string  `json:"cwd"`
-	Proxy     string  `json:"proxy,omitempty"` // http://host:port, build only
-	Port      uint16  `json:"port,omitempty"`
-	Limits    Limits  `json:"limits"`
-	Landlock  int     `json:"landlock"`            // ABI level to enforce; 0 only in best effort
-	KeepProc  bool    `json:"keep_proc,omitempty"` // best effort: no fresh /proc
+	Probe     bool     `json:"probe,omitempty"` // mount /proc and report, nothing else
+	Profile   Profile  `json:"profile"`
+	Workspace string   `json:"workspace"`
+	Cwd       string   `json:"cwd"`
+	Proxy     string   `json:"proxy,omitempty"` // http://host:port, build only
+	Port      uint16   `json:"port,omitempty"`
+	Limits    Limits   `json:"limits"`
+	Landlock  int      `json:"landlock"`            // ABI level to enforce; 0 only in best effort
+	KeepProc  bool     `json:"keep_proc,omitempty"` // best effort: no fresh /proc
+	Hide      []string `json:"hide,omitempty"`      // the server's folders, covered by an empty tmpfs
 }
 
 // Init runs the sandbox's init and exits when this process was started as one (by Run or
@@ -135,7 +138,8 @@ func (c initConfig) run(command string) (string, int) {
 
 // mount makes every mount private, mounts a fresh /proc, binds the workspace (with what is
 // mounted below it) nosuid, nodev, noexec, and read-only for analyse, puts tmpfs on /tmp
-// and, read-only and empty, on /run (which holds the identity socket), and names the host.
+// and, read-only and empty, on /run (which holds the identity socket) and on each folder to
+// hide (the server's approval gate), and names the host.
 func (c initConfig) mount() error {
 	const hard = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -174,6 +178,14 @@ func (c initConfig) mount() error {
 	if _, err := os.Stat("/run"); err == nil {
 		if err := unix.Mount("tmpfs", "/run", "tmpfs", hard|unix.MS_RDONLY, "mode=755,size=4096"); err != nil {
 			return fmt.Errorf("mount tmpfs on /run: %w", err)
+		}
+	}
+	for _, h := range c.Hide {
+		if _, err := os.Stat(h); errors.Is(err, fs.ErrNotExist) {
+			continue // nothing there to see
+		}
+		if err := unix.Mount("tmpfs", h, "tmpfs", hard|unix.MS_RDONLY, "mode=0,size=4096"); err != nil {
+			return fmt.Errorf("hide %s: %w", h, err)
 		}
 	}
 	// The UTS namespace is the sandbox's own whatever its name: where the container's seccomp

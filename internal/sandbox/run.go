@@ -94,14 +94,23 @@ func Plan(f Features, bestEffort bool) (*Sandbox, []string, error) {
 // Run runs spec's command in a fresh sandbox and returns what it did. An error means the
 // sandbox could not run it (a bad Spec, or a setup step that failed); a command that fails,
 // is killed or times out is a Result.
+//
+// An admin command runs only with an Approval, and then exactly as build would: the approval
+// is the only difference between them.
 func (s *Sandbox) Run(ctx context.Context, spec Spec) (Result, error) {
+	if spec.Profile == Admin && spec.Approval == "" {
+		return Result{}, errors.New("profile admin: " + ReasonApproval)
+	}
 	spec, err := spec.normalize()
 	if err != nil {
 		return Result{}, err
 	}
 	c := initConfig{Profile: spec.Profile, Workspace: spec.Workspace, Cwd: spec.Cwd, Limits: spec.Limits,
-		Landlock: s.landlock, KeepProc: s.keepProc}
-	if spec.Profile == Build {
+		Landlock: s.landlock, KeepProc: s.keepProc, Hide: spec.Hide}
+	if spec.Profile == Admin {
+		c.Profile = Build
+	}
+	if c.Profile == Build {
 		c.Port, _ = proxyPort(spec.ProxyAddr) // normalize checked it
 		c.Proxy = "http://" + spec.ProxyAddr
 	}

@@ -7,7 +7,13 @@
 // stays read-only in build), sets rlimits, no_new_privs, Landlock (files, TCP ports, signal
 // and abstract-socket scopes; landlock.go) and a seccomp filter (filter.go), drops its
 // capabilities, then starts /bin/bash -c as a child, reaps every process and reports bash's
-// status. bash is not root in its namespace: its execve leaves it without capabilities.
+// status. bash is not root in its namespace: its execve leaves it without capabilities. The
+// server's own folders (its approval gate's) are covered by an empty read-only tmpfs (Spec.Hide).
+//
+// admin is build's rights plus a person's approval of each command: Decide answers Ask,
+// AdminRequest gives the exact bytes to put to the approval gate (internal/gate, which this
+// package does not import: every sandbox starts the binary afresh, and its init should stay
+// small), and Run refuses an admin Spec without the approval's id, then runs it as build.
 //
 // When bash ends, the init kills and reaps whatever is left, then reports: Run returns once
 // the output streams are closed and the report is in, and the kernel's teardown of the
@@ -58,11 +64,12 @@ import (
 // Profile names what a command may do.
 type Profile string
 
-// The profiles. admin never runs in this package: it needs a person's approval first.
+// The profiles. admin has build's rights, and each of its commands runs only once a person has
+// approved exactly that command (the caller asks: AdminRequest, Spec.Approval).
 const (
 	Analyse Profile = "analyse" // no network at all; workspace read-only
 	Build   Profile = "build"   // the proxy only; workspace read-write
-	Admin   Profile = "admin"
+	Admin   Profile = "admin"   // build's rights, and a person's approval of each command
 )
 
 // Profiles lists every profile a caller may name, in order.
@@ -70,28 +77,30 @@ var Profiles = []Profile{Analyse, Build, Admin}
 
 // Reasons a profile is refused, for Decide.
 const (
-	ReasonApproval = "approval_required: the admin profile needs a person's approval, and the approval gate is not built yet"
-	reasonNoProxy  = "build needs the proxy: the policy has no edge from bash to a component of kind net"
+	ReasonApproval = "approval_required: the admin profile runs a command only once a person has approved exactly that command"
+	reasonNoProxy  = "build and admin need the proxy: the policy has no edge from bash to a component of kind net"
 )
 
 // Decision is a verdict on a profile. Its zero value refuses.
 type Decision struct {
 	Allow  bool
+	Ask    bool   // admin under a policy that allows it: Allow stays false until a person approves
 	Reason string // why not, when Allow is false
 }
 
 // Decide says whether p may run under the policy's allowed profile names; proxy is net's
-// address ("" when bash has no edge to net, which build needs).
+// address ("" when bash has no edge to net, which build and admin need). admin, when the
+// policy allows it, is a refusal with Ask set: a caller that looks at Allow alone refuses it.
 func Decide(p Profile, allowed []string, proxy string) Decision {
 	switch {
-	case p == Admin:
-		return Decision{Reason: ReasonApproval}
-	case p != Analyse && p != Build:
+	case p != Analyse && p != Build && p != Admin:
 		return Decision{Reason: fmt.Sprintf("unknown profile %q", p)}
 	case !slices.Contains(allowed, string(p)):
 		return Decision{Reason: fmt.Sprintf("profile %q is not allowed by the policy (business.bash.profiles: %s)", p, strings.Join(allowed, ", "))}
-	case p == Build && proxy == "":
+	case p != Analyse && proxy == "":
 		return Decision{Reason: reasonNoProxy}
+	case p == Admin:
+		return Decision{Ask: true, Reason: ReasonApproval}
 	}
 	return Decision{Allow: true}
 }
@@ -129,8 +138,15 @@ type Spec struct {
 	Timeout   time.Duration // DefaultTimeout when zero
 	Cwd       string        // relative to Workspace, already checked by the caller; "" is its root
 	Workspace string        // DefaultWorkspace when empty
-	ProxyAddr string        // host:port of the proxy, for build
+	ProxyAddr string        // host:port of the proxy, for build and admin
 	Limits    Limits
+	// Hide are the server's own folders a command must not see, such as its approval gate's:
+	// each is covered by an empty, read-only tmpfs in the sandbox (one that does not exist is
+	// skipped). Landlock refuses them anyway; this holds in best-effort mode without it too.
+	Hide []string
+	// Approval is, for admin, the id of the person's approval of exactly this Spec (the
+	// canonical bytes of AdminRequest); Run refuses admin without one. Ignored otherwise.
+	Approval string
 }
 
 // Result is what a command did.
@@ -154,8 +170,8 @@ func (s Spec) normalize() (Spec, error) {
 	s.Limits = s.Limits.withDefaults()
 	l := s.Limits
 	switch {
-	case s.Profile != Analyse && s.Profile != Build:
-		return s, fmt.Errorf("profile %q: %s", s.Profile, cmp.Or(Decide(s.Profile, nil, "").Reason, "not runnable"))
+	case s.Profile != Analyse && s.Profile != Build && s.Profile != Admin:
+		return s, fmt.Errorf("unknown profile %q", s.Profile)
 	case s.Command == "" || len(s.Command) > MaxCommand || strings.IndexByte(s.Command, 0) >= 0:
 		return s, fmt.Errorf("command: empty, longer than %d bytes, or holding a NUL byte", MaxCommand)
 	case s.Timeout < 0:
@@ -168,13 +184,21 @@ func (s Spec) normalize() (Spec, error) {
 		return s, fmt.Errorf("workspace %q: under %s, which the sandbox replaces", s.Workspace, strings.Join(replaced, ", "))
 	case !CwdValid(s.Cwd):
 		return s, fmt.Errorf("cwd %q: not a clean relative path inside the workspace", s.Cwd)
+	case slices.ContainsFunc(s.Hide, func(h string) bool { return !hideValid(h, s.Workspace) }):
+		return s, fmt.Errorf("hide %q: each must be an absolute, clean path below /, apart from the workspace", s.Hide)
 	}
-	if s.Profile == Build {
+	if s.Profile != Analyse {
 		if _, err := proxyPort(s.ProxyAddr); err != nil {
 			return s, err
 		}
 	}
 	return s, nil
+}
+
+// hideValid: h is an absolute, clean path below /, neither in nor above the workspace ws.
+func hideValid(h, ws string) bool {
+	within := func(a, b string) bool { return a == b || strings.HasPrefix(a, b+"/") }
+	return path.IsAbs(h) && path.Clean(h) == h && h != "/" && !within(h, ws) && !within(ws, h)
 }
 
 // CwdValid reports whether cwd is "" or a clean relative path without "..": the syntactic

@@ -33,8 +33,10 @@ func TestDecide(t *testing.T) {
 		{"analyse not in the policy", Analyse, []string{"build"}, "net:3128",
 			Decision{Reason: `profile "analyse" is not allowed by the policy (business.bash.profiles: build)`}},
 		{"empty policy", Analyse, nil, "", Decision{Reason: `profile "analyse" is not allowed by the policy (business.bash.profiles: )`}},
-		{"admin needs approval", Admin, []string{"admin"}, "net:3128", Decision{Reason: ReasonApproval}},
-		{"admin even when absent", Admin, nil, "", Decision{Reason: ReasonApproval}},
+		{"admin asks a person", Admin, []string{"analyse", "admin"}, "net:3128", Decision{Ask: true, Reason: ReasonApproval}},
+		{"admin not in the policy", Admin, both, "net:3128",
+			Decision{Reason: `profile "admin" is not allowed by the policy (business.bash.profiles: analyse, build)`}},
+		{"admin without a proxy", Admin, []string{"admin"}, "", Decision{Reason: reasonNoProxy}},
 		{"unknown", "root", []string{"root"}, "net:3128", Decision{Reason: `unknown profile "root"`}},
 		{"empty name", "", both, "net:3128", Decision{Reason: `unknown profile ""`}},
 	}
@@ -45,8 +47,8 @@ func TestDecide(t *testing.T) {
 			}
 		})
 	}
-	if (Decision{}).Allow {
-		t.Error("the zero Decision allows")
+	if (Decision{}).Allow || (Decision{}).Ask {
+		t.Error("the zero Decision allows or asks")
 	}
 }
 
@@ -64,7 +66,16 @@ func TestNormalize(t *testing.T) {
 		{"build with a bad port", with(func(s *Spec) { s.Profile, s.ProxyAddr = Build, "net:http" }), "bad port"},
 		{"build with port 0", with(func(s *Spec) { s.Profile, s.ProxyAddr = Build, "net:0" }), "bad port"},
 		{"build without a host", with(func(s *Spec) { s.Profile, s.ProxyAddr = Build, ":3128" }), "no host"},
-		{"admin", with(func(s *Spec) { s.Profile = Admin }), "approval_required"},
+		{"admin with a proxy", with(func(s *Spec) { s.Profile, s.ProxyAddr = Admin, "net:3128" }), ""},
+		{"admin without a proxy", with(func(s *Spec) { s.Profile = Admin }), "proxy address"},
+		{"hide a folder", with(func(s *Spec) { s.Hide = []string{"/var/lib/sharness/gate", "/var/log/sharness"} }), ""},
+		{"hide a relative path", with(func(s *Spec) { s.Hide = []string{"gate"} }), "hide"},
+		{"hide an unclean path", with(func(s *Spec) { s.Hide = []string{"/var/lib/../gate"} }), "hide"},
+		{"hide /", with(func(s *Spec) { s.Hide = []string{"/"} }), "hide"},
+		{"hide the workspace", with(func(s *Spec) { s.Hide = []string{"/workspace"} }), "hide"},
+		{"hide inside the workspace", with(func(s *Spec) { s.Hide = []string{"/workspace/.git"} }), "hide"},
+		{"hide above the workspace", with(func(s *Spec) { s.Hide = []string{"/var/lib"}; s.Workspace = "/var/lib/ws" }), "hide"},
+		{"hide beside the workspace", with(func(s *Spec) { s.Hide = []string{"/workspace2"} }), ""},
 		{"unknown profile", with(func(s *Spec) { s.Profile = "root" }), "unknown profile"},
 		{"empty command", with(func(s *Spec) { s.Command = "" }), "command"},
 		{"NUL in command", with(func(s *Spec) { s.Command = "echo \x00" }), "command"},

@@ -49,6 +49,15 @@ func TestLandlockDomains(t *testing.T) {
 	if net := domain("net"); !net.AnyConnect || !cmp.Equal(net.Bind, []uint16{ProxyPort, MTLSProxyPort}) {
 		t.Errorf("net: %+v; want any connect (the egress) and bind on its two ports", net)
 	}
+	// The gated components write their approval gate's folder (internal/gate).
+	for _, name := range []string{"net", "kms"} {
+		if d := domain(name); !slices.Contains(d.Write, GateDir) || !slices.Contains(d.Write, AuditDir) {
+			t.Errorf("%s write = %v, want its audit and gate folders", name, d.Write)
+		}
+	}
+	if d := domain("llm"); slices.Contains(d.Write, GateDir) {
+		t.Errorf("llm write = %v: llm has no approval gate", d.Write)
+	}
 	if launcher := domain("launcher"); len(launcher.Write) != 8 || !slices.Contains(launcher.Write, "/run/sharness/identity/kms") ||
 		!slices.Contains(launcher.Write, AuditDir) {
 		t.Errorf("launcher write = %v, want every role's identity folder and its audit folder", launcher.Write)

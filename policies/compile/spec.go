@@ -43,9 +43,9 @@ const (
 	IdentityDir  = "/run/sharness/identity"
 	SecretsMount = "/etc/sharness/secrets"
 	// AuditDir is where every component but an app keeps its audit log (internal/audit), on a
-	// volume of its own that outlives the stack; GateDir is where a gated component (fs, bash)
-	// exchanges approval requests and decisions with the host (internal/gate), on a volume of
-	// its own that no other container mounts.
+	// volume of its own that outlives the stack; GateDir is where a gated component (fs, bash,
+	// net, kms) exchanges approval requests and decisions with the host (internal/gate), on a
+	// volume of its own that no other container mounts.
 	AuditDir = "/var/log/sharness"
 	GateDir  = "/var/lib/sharness/gate"
 	// PolicyRoot, IdentityRoot and SecretsRoot are their sources on a host without an engine's
@@ -202,13 +202,16 @@ func AuditVolume(c *pbp.Component) string {
 	return "audit-" + c.Name
 }
 
-// GateVolume names the volume where c exchanges approvals with the host: fs, whose business.fs.ask
-// paths need a person, has one. "" for none.
+// GateVolume names the volume where c exchanges approvals with the host (internal/gate,
+// docs/gate.md): each kind that may put an action to a person has one, whatever its policy asks
+// today: fs (business.fs.ask paths), bash (the admin profile; the server's alone, hidden from
+// its sandboxes), net (ask hosts) and kms (seal_to, export orders). "" for none.
 func GateVolume(c *pbp.Component) string {
-	if c.Kind != pbp.KindFS {
-		return ""
+	switch c.Kind {
+	case pbp.KindFS, pbp.KindBash, pbp.KindNet, pbp.KindKMS:
+		return "gate-" + c.Name
 	}
-	return "gate-" + c.Name
+	return ""
 }
 
 // withNamespaces: every namespace is new; no path means no host namespace is joined.

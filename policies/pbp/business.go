@@ -76,12 +76,18 @@ func (m *merger) business(acc, p *Policy) error {
 	return err
 }
 
+// net narrows the parent's net rules a with a layer's n. A layer's caller rules replace the
+// parent's, each within its parent's rule: hosts within its hosts, ask hosts within its hosts
+// or ask hosts (asking about a host the parent allowed narrows), ports and presets a subset;
+// and the parent's ask hosts stay ask hosts (union), so that no layer turns an ask into an
+// allow by leaving it out.
 func (m *merger) net(a, n *NetRules) error {
 	union(&a.DenyHosts, n.DenyHosts)
 	if n.Callers == nil {
 		return nil
 	}
-	for i, c := range *n.Callers {
+	callers := slices.Clone(*n.Callers)
+	for i, c := range callers {
 		field := fmt.Sprintf("business.net.callers[%d]", i)
 		if a.Callers == nil {
 			continue
@@ -96,6 +102,14 @@ func (m *merger) net(a, n *NetRules) error {
 				return m.widen(field+".hosts", pr.Hosts, c.Hosts)
 			}
 		}
+		for _, h := range c.Ask {
+			if !hostWithin(pr.Hosts, h) && !hostWithin(pr.Ask, h) {
+				return m.widen(field+".ask", append(slices.Clone(pr.Hosts), pr.Ask...), c.Ask)
+			}
+		}
+		if len(pr.Ask) > 0 {
+			union(&callers[i].Ask, pr.Ask)
+		}
 		for _, port := range c.Ports {
 			if !slices.Contains(pr.Ports, port) {
 				return m.widen(field+".ports", pr.Ports, c.Ports)
@@ -107,7 +121,7 @@ func (m *merger) net(a, n *NetRules) error {
 			}
 		}
 	}
-	a.Callers = n.Callers
+	a.Callers = &callers
 	return nil
 }
 

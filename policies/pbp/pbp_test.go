@@ -986,3 +986,34 @@ func TestLauncherAndPeers(t *testing.T) {
 		t.Error("a manifest without a launcher has one")
 	}
 }
+
+// TestNetAskComposes: a layer may move a host its parent allows to ask, keeps every ask host of
+// its parent even when it leaves it out (union), and may not ask about a host its parent never
+// named (widening-net-ask holds that refusal).
+func TestNetAskComposes(t *testing.T) {
+	fsys := mapFS(t, fullDir)
+	replace("layers/L3-net.yaml", `hosts: [proxy.golang.org, "*.github.com", github.com]`,
+		`hosts: [proxy.golang.org, "*.github.com", github.com]
+          ask: [gist.github.com, pkg.example.com]`)(fsys)
+	replace("layers/L4-net-narrow.yaml", "hosts: [proxy.golang.org]", "hosts: [proxy.golang.org, gist.github.com]\n          ask: [api.github.com]")(fsys)
+	locked, err := Lock(fsys, "manifest.yaml", fsys["manifest.yaml"].Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := LoadBytes(fsys, "manifest.yaml", locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var agent CallerRule
+	for _, c := range *m.Component("net").Business.Net.Callers {
+		if c.Caller == "agent" {
+			agent = c
+		}
+	}
+	if want := []string{"api.github.com", "gist.github.com", "pkg.example.com"}; !cmp.Equal(agent.Ask, want) {
+		t.Errorf("agent's ask hosts %q, want %q: the parent's stay, the layer's own are added", agent.Ask, want)
+	}
+	if want := []string{"proxy.golang.org", "gist.github.com"}; !cmp.Equal(agent.Hosts, want) {
+		t.Errorf("agent's hosts %q, want %q", agent.Hosts, want)
+	}
+}

@@ -235,6 +235,11 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 						return m.fail(field+".hosts", "%q is not a lower-case host name or *.suffix pattern (IP literals are never allowed)", h)
 					}
 				}
+				for _, h := range c.Ask {
+					if !hostPattern.MatchString(h) {
+						return m.fail(field+".ask", "%q is not a lower-case host name or *.suffix pattern (IP literals are never allowed)", h)
+					}
+				}
 				for _, port := range c.Ports {
 					if port < 1 || port > 65535 {
 						return m.fail(field+".ports", "port %d is out of range", port)

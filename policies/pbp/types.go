@@ -184,6 +184,11 @@ type CallerRule struct {
 	Hosts   []string `yaml:"hosts,omitempty" json:"hosts,omitempty"`
 	Ports   []int    `yaml:"ports,omitempty" json:"ports,omitempty"`
 	Presets []string `yaml:"presets,omitempty" json:"presets,omitempty"`
+	// Ask lists hosts (exact or *.suffix, as Hosts) the caller may reach on its ports only once
+	// the operator approves (the approval gate, action net.connect). An ask entry wins over a
+	// hosts or preset entry that also matches; deny_hosts wins over both. A layer may move a host
+	// from hosts to ask, never from ask to hosts, and keeps its parent's ask entries (union).
+	Ask []string `yaml:"ask,omitempty" json:"ask,omitempty"`
 }
 
 // LLMRules constrain what the model proxy forwards. In the composed policy an unset allowlist

@@ -2,7 +2,9 @@
 // scalar kept in a secret-memory page and scrubbed by destroy), decides every call with
 // kms.Decide against the session's state (the nonce store, the count of openings, the sealed
 // files read at each call), and answers the kms ops over HTTP, to be served behind
-// mtls.ServerConfig. One audit line per call; no secret material in any line.
+// mtls.ServerConfig. One audit line per call; no secret material in any line. A caller's seal_to
+// waits for the operator's approval, and the operator's signed orders (`sharness-ai export`)
+// re-seal secrets without any endpoint, both through the approval gate (gate.go, docs/gate.md).
 //
 // What it does not guarantee: that no copy of a secret or of the identity key stays in freed
 // memory. Go's crypto makes its own copies on the garbage-collected heap (the ECDH scalar
@@ -55,6 +57,9 @@ type Config struct {
 	// OnDestroy runs once after the destroy answer is written; the binary stops there. It must
 	// not block.
 	OnDestroy func()
+	// Gate asks the operator about each caller's seal_to (gate.Gate; a nil *gate.Gate refuses
+	// with approval_unavailable). Unset, every seal_to is refused so.
+	Gate Asker
 }
 
 // Server is the kms identity and its HTTP API. Serve it only behind mtls.ServerConfig: the
@@ -175,6 +180,12 @@ func event(c kms.Call, name string, ref *kms.Refusal) audit.Event {
 	if ref != nil {
 		e.Decision, e.Reason, e.Fields = "deny", ref.Type, map[string]string{"status": strconv.Itoa(ref.Status)}
 	}
+	if c.Op == "seal_to" && c.Request != nil && c.Request.Recipient != nil {
+		if e.Fields == nil {
+			e.Fields = map[string]string{}
+		}
+		e.Fields["to"] = c.Request.Recipient.Fingerprint() // the recipient, as the operator approved it
+	}
 	return e
 }
 
@@ -197,6 +208,9 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, c *kms.Call) ([]by
 			c.Malformed = kms.Refuse(kms.ReasonBadRequest, "%s: %v", c.Op, err)
 		}
 	}
+	if c.Op == "seal_to" && c.Malformed == nil {
+		return s.sealTo(r.Context(), w, *c) // waits for the operator, without the lock
+	}
 	s.mu.RLock()
 	answer, ref := s.serve(*c, body)
 	s.mu.RUnlock()
@@ -206,7 +220,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, c *kms.Call) ([]by
 	return answer, ref
 }
 
-// serve decides and acts, under the read lock.
+// serve decides and acts, under the read lock: every op but a well-formed seal_to (sealTo).
 func (s *Server) serve(c kms.Call, body []byte) ([]byte, *kms.Refusal) {
 	now := s.cfg.Now()
 	f, ref := kms.Decide(s.rules, c, now, (*session)(s))
@@ -220,32 +234,34 @@ func (s *Server) serve(c kms.Call, body []byte) ([]byte, *kms.Refusal) {
 		out, _ := json.Marshal(kms.DestroyAnswer{V: 1, Destroyed: true})
 		return out, nil
 	}
-	sk, err := seal.NewPrivateKey(s.scalar)
-	if err != nil {
-		return nil, kms.Refuse(kms.ReasonInternal, "identity key")
-	}
-	opened, err := seal.Open(sk, f)
-	if err != nil {
-		return nil, kms.Refuse(kms.ReasonInvalid, "secret %s does not open with this identity", c.Request.Name)
-	}
-	secret, release, err := intoSecretPage(opened)
-	if err != nil {
-		return nil, kms.Refuse(kms.ReasonInternal, "secret memory for %s", c.Request.Name)
+	secret, release, ref := s.open(f)
+	if ref != nil {
+		return nil, ref
 	}
 	defer release()
-	if c.Op == "seal_to" {
-		out, err := seal.Seal(c.Request.Recipient.Key(), c.Request.Name, secret, c.Request.Expires, nil)
-		if err != nil {
-			return nil, kms.Refuse(kms.ReasonInternal, "re-seal %s", c.Request.Name)
-		}
-		return out.Marshal(), nil
-	}
 	sealed, err := seal.SealResponse(c.Request.EphPub, body, secret)
 	if err != nil {
 		return nil, kms.Refuse(kms.ReasonInternal, "seal the answer")
 	}
 	out, _ := json.Marshal(kms.UnwrapAnswer{V: 1, Sealed: seal.EncodeBase64(sealed), ExpiresIn: int64(f.Expires().Sub(now) / time.Second)})
 	return out, nil
+}
+
+// open opens f with the identity, into secret memory; the caller releases it. Under the read lock.
+func (s *Server) open(f *seal.Sealed) ([]byte, func(), *kms.Refusal) {
+	sk, err := seal.NewPrivateKey(s.scalar)
+	if err != nil {
+		return nil, nil, kms.Refuse(kms.ReasonInternal, "identity key")
+	}
+	opened, err := seal.Open(sk, f)
+	if err != nil {
+		return nil, nil, kms.Refuse(kms.ReasonInvalid, "secret %s does not open with this identity", f.Name())
+	}
+	secret, release, err := intoSecretPage(opened)
+	if err != nil {
+		return nil, nil, kms.Refuse(kms.ReasonInternal, "secret memory for %s", f.Name())
+	}
+	return secret, release, nil
 }
 
 // session is the Server as the Session Decide consults.

@@ -159,6 +159,7 @@ func TestRefusals(t *testing.T) {
 	cases := []struct {
 		name   string
 		rules  *pbp.KMSRules
+		edit   func(*Config)
 		setup  func(t *testing.T, e *env)
 		call   func(e *env) error
 		reason string
@@ -192,7 +193,7 @@ func TestRefusals(t *testing.T) {
 		{name: "unsigned with trusted senders", reason: kms.ReasonSender, rules: &pbp.KMSRules{Ops: ops("unwrap"), TrustedSenders: &trustedPins},
 			setup: func(t *testing.T, e *env) { e.put(t, "api-key", "api-key", "x", hour, nil) }},
 		{name: "max_unwraps 0", reason: kms.ReasonLimit, rules: &pbp.KMSRules{Ops: ops("unwrap"), MaxUnwraps: intp(0)}},
-		{name: "max_unwraps 2", reason: kms.ReasonLimit, rules: &pbp.KMSRules{Ops: ops("unwrap", "seal_to"), MaxUnwraps: intp(2)}, call: func(e *env) error {
+		{name: "max_unwraps 2", reason: kms.ReasonLimit, rules: &pbp.KMSRules{Ops: ops("unwrap", "seal_to"), MaxUnwraps: intp(2)}, edit: autoGate(t), call: func(e *env) error {
 			for range 2 {
 				if _, err := e.client.Unwrap(context.Background(), "api-key"); err != nil {
 					return err
@@ -204,7 +205,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, tc.rules, nil)
+			e := newEnv(t, tc.rules, tc.edit)
 			if tc.setup != nil {
 				tc.setup(t, e)
 			} else if tc.reason != kms.ReasonUnknown {
@@ -321,7 +322,7 @@ func TestNonceStoreFull(t *testing.T) {
 }
 
 func TestSealTo(t *testing.T) {
-	e := newEnv(t, &pbp.KMSRules{Ops: ops("seal_to")}, nil)
+	e := newEnv(t, &pbp.KMSRules{Ops: ops("seal_to")}, autoGate(t)) // gate_test.go asks a person
 	expires := time.Now().Add(time.Hour).Truncate(time.Second)
 	e.put(t, "api-key", "api-key", secretValue, expires, nil)
 	sk, _ := seal.GenerateKey()
