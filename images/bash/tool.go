@@ -47,9 +47,12 @@ type output struct {
 	stdoutKept, stderrKept int // bytes of each stream kept, before redaction
 }
 
+// inputSchema is part of every tool list a client sends the model, and so of the lists the
+// default policy pins for Claude Code (business.llm.tools in L3-llm.yaml): a change to a byte of
+// it is a change to those pins (TestInputSchemaIsPinned).
 const inputSchema = `{"type":"object","additionalProperties":false,"required":["command"],"properties":{
 "command":{"type":"string","minLength":1,"maxLength":65536,"description":"the shell command, run by /bin/bash -c"},
-"profile":{"type":"string","enum":["analyse","build","admin"],"default":"analyse","description":"analyse: no network, workspace read-only; build: the proxy only, workspace read-write; admin: build's rights, once a person approves this exact command (the call waits)"},
+"profile":{"type":"string","enum":["analyse","build","admin"],"default":"analyse","description":"analyse: no network, workspace read-only; build: the proxy only, workspace read-write; admin: needs a person's approval"},
 "timeout":{"type":"integer","minimum":1,"maximum":600,"default":60,"description":"seconds before the sandbox is killed"},
 "cwd":{"type":"string","description":"working folder, relative to the workspace, without .."}}}`
 
