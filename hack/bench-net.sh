@@ -19,6 +19,8 @@
 #   BENCH_NET_NOLIMIT     1 (default) also runs net with its per-caller flood brake raised out of
 #                         the way (-rate-per-caller 1000000/1000000): a diagnostic peer that tells
 #                         the proxy's mechanics from its brake. 0 skips it.
+#   BENCH_NET_PROFILE     1 builds net with its diagnostic CPU profiles (internal/benchprofile:
+#                         /tmp/sharness-net-<pid>.<n>.prof, one per 10 s; read with go tool pprof)
 #   BENCH_OUT             JSON results file (default hack/bench/results/net-<UTC date>.json;
 #                         hack/bench/results/ is git-ignored)
 set -euo pipefail
@@ -61,7 +63,7 @@ trap 'exit 130' INT TERM
 
 cd "$ROOT"
 log "building sharness-net (CGO_ENABLED=0 -trimpath), sharness-ai and netbench"
-CGO_ENABLED=0 go build -trimpath -o "$WORK/sharness-net" ./images/net
+CGO_ENABLED=0 go build -trimpath ${BENCH_NET_PROFILE:+-tags netprofile} -o "$WORK/sharness-net" ./images/net
 go build -o "$WORK/sharness-ai" ./cmd/sharness-ai
 go build -o "$WORK/netbench" ./hack/bench/netbench
 NETVERSION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- images/net internal/egress 2>/dev/null || echo +uncommitted-changes)"

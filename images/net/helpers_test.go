@@ -40,7 +40,7 @@ type testCA struct {
 	pool *x509.CertPool
 }
 
-func newCA(t *testing.T) *testCA {
+func newCA(t testing.TB) *testCA {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -60,7 +60,7 @@ func newCA(t *testing.T) *testCA {
 }
 
 // issue makes a leaf for DNS names, IP addresses and URIs ("spiffe://..."), for both ends.
-func (ca *testCA) issue(t *testing.T, names ...string) tls.Certificate {
+func (ca *testCA) issue(t testing.TB, names ...string) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -148,7 +148,7 @@ func withLimits(f func(*limits)) option { return func(_ *harness, l *limits) { f
 
 func lo() netip.Addr { return netip.MustParseAddr("127.0.0.1") }
 
-func newHarness(t *testing.T, opts ...option) *harness {
+func newHarness(t testing.TB, opts ...option) *harness {
 	t.Helper()
 	h := &harness{ca: newCA(t), log: &logBuf{}, done: make(chan struct{})}
 	mux := http.NewServeMux()
@@ -240,7 +240,7 @@ func fixture(t *testing.T) *pbp.Manifest {
 }
 
 // start serves the plain listener (and the mTLS one when tlsConf is set).
-func (h *harness) start(t *testing.T, tlsConf *tls.Config, callerOf callerFunc) {
+func (h *harness) start(t testing.TB, tlsConf *tls.Config, callerOf callerFunc) {
 	t.Helper()
 	plain, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -268,7 +268,7 @@ func (h *harness) start(t *testing.T, tlsConf *tls.Config, callerOf callerFunc) 
 	})
 }
 
-func port(t *testing.T, a net.Addr) int {
+func port(t testing.TB, a net.Addr) int {
 	t.Helper()
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
