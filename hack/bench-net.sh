@@ -65,7 +65,7 @@ cd "$ROOT"
 log "building sharness-net (CGO_ENABLED=0 -trimpath), sharness-ai and netbench"
 CGO_ENABLED=0 go build -trimpath ${BENCH_NET_PROFILE:+-tags netprofile} -o "$WORK/sharness-net" ./images/net
 go build -o "$WORK/sharness-ai" ./cmd/sharness-ai
-go build -o "$WORK/netbench" ./hack/bench/netbench
+go build ${BENCH_NET_PROFILE:+-tags netprofile} -o "$WORK/netbench" ./hack/bench/netbench
 NETVERSION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- images/net internal/egress 2>/dev/null || echo +uncommitted-changes)"
 nolimit_flag=()
 if [ "$NOLIMIT" = 1 ]; then
