@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func TestAdminGate(t *testing.T) {
 			out, err := s.cli(ctx, "", "pending", "--gate-dir", gateDir, "--json")
 			var rows []struct{ ID, Action, Summary, Tier string }
 			if err == nil && json.Unmarshal(out, &rows) == nil && len(rows) == 1 {
-				if r := rows[0]; r.Action != "bash.admin" || r.Tier != "every" || r.Summary != "admin: "+adminCommand {
+				if r := rows[0]; r.Action != "bash.admin" || r.Tier != "every" || r.Summary != "admin: "+strconv.Quote(adminCommand) {
 					t.Fatalf("pending request %+v, want the exact admin command, tier every", r)
 				}
 				return rows[0].ID

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -133,7 +134,7 @@ func TestAdminApprovedRunsOnce(t *testing.T) {
 		Workspace: ws, ProxyAddr: adminPolicy.proxy})
 	sum := sha256.Sum256(canonical)
 	if err != nil || d.req.Action != "bash.admin" || d.req.Tier != gate.Every || d.req.Component != "bash" ||
-		d.req.Summary != "admin: "+command || d.req.Digest != "sha256:"+hex.EncodeToString(sum[:]) {
+		d.req.Summary != "admin: "+strconv.Quote(command) || d.req.Digest != "sha256:"+hex.EncodeToString(sum[:]) {
 		t.Errorf("the person saw %+v (%v); want the exact command, tier every", d.req, err)
 	}
 	if log := logs.String(); !strings.Contains(log, `"approval":"approved","approval_id":"`+d.req.ID+`"`) || !strings.Contains(log, `"decision":"ran"`) {
@@ -219,5 +220,22 @@ func TestAdminWithoutGate(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"approval":"approval_unavailable"`) {
 		t.Errorf("the log lacks the refusal:\n%s", logs.String())
+	}
+}
+
+// TestAdminRefusesWhatCannotBeShownWhole: a command too long for the person to read whole in the
+// request is refused before anyone is asked, naming why; nothing is pending, nothing runs.
+func TestAdminRefusesWhatCannotBeShownWhole(t *testing.T) {
+	g, dir := adminGate(t)
+	cs, ws, _ := connect(t, adminPolicy, withGate(g))
+	res, got := admin(t, cs, "touch made; "+strings.Repeat("true; ", 30))
+	if !res.IsError || !strings.HasPrefix(got, "refused: admin_request: ") || !strings.Contains(got, "read whole") {
+		t.Errorf("a long admin command: %q", got)
+	}
+	if reqs, err := gate.List(dir); err != nil || len(reqs) != 0 {
+		t.Errorf("pending after the refusal: %v, %v", reqs, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "made")); err == nil {
+		t.Error("the command ran")
 	}
 }

@@ -107,10 +107,12 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 	spec := sandbox.Spec{Command: a.Command, Profile: a.Profile, Timeout: a.Timeout, Cwd: a.Cwd,
 		Workspace: t.workspace, ProxyAddr: t.pol.proxy, Hide: t.pol.hide}
 	if d.Ask { // admin: the operator approves exactly this spec, or it does not run
-		var v gate.Verdict // the zero Verdict refuses: a spec AdminRequest refuses is never asked about
-		if canonical, summary, err := sandbox.AdminRequest(spec); err == nil {
-			v, _ = t.gate.Ask(ctx, sandbox.AdminAction, canonical, summary) // the gate logs a refusal's cause
+		canonical, summary, err := sandbox.AdminRequest(spec)
+		if err != nil { // nobody is asked about what they could not read whole
+			line = append(line, "decision", "refused", "reason", "admin_request: "+err.Error())
+			return errorResult("refused: admin_request: " + err.Error()), nil
 		}
+		v, _ := t.gate.Ask(ctx, sandbox.AdminAction, canonical, summary) // the gate logs a refusal's cause
 		line = append(line, "approval", v.Reason(), "approval_id", v.ID())
 		if !v.Approved() {
 			line = append(line, "decision", "refused", "reason", string(v.Reason())) // the cause: the gate's own line

