@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/artefact"
 	"github.com/sharness-ai/sharness/internal/seal"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -284,35 +284,11 @@ func writeNew(path string, data []byte, perm os.FileMode) error {
 
 // writeNewIn is writeNew of name under root, making its folders.
 func writeNewIn(root *os.Root, name string, data []byte, perm os.FileMode) error {
-	dir := path.Dir(name)
-	if err := root.MkdirAll(dir, 0o755); err != nil {
+	if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return err
 	}
-	tmp := path.Join(dir, "."+path.Base(name)+"."+rand.Text()+".tmp")
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	defer root.Remove(tmp)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = root.Link(tmp, name)
-	}
-	if err != nil {
+	if err := artefact.WriteIn(root, name, data, perm, true); err != nil {
 		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if d, err := root.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

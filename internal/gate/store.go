@@ -1,19 +1,19 @@
 package gate
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"maps"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sharness-ai/sharness/internal/artefact"
 )
 
 // usedFile holds a gate directory's spent approvals, one "<unix not_after> <key>" per line.
@@ -104,37 +104,5 @@ func readFile(root *os.Root, name string, max int64) ([]byte, error) {
 	return data, err
 }
 
-// writeFile puts data at name under root all at once: a temporary file, fsync, then a rename, or
-// with exclusive a hard link, which fails with fs.ErrExist if name exists; then the folder's fsync.
-func writeFile(root *os.Root, name string, data []byte, perm os.FileMode, exclusive bool) error {
-	tmp := path.Join(path.Dir(name), "."+path.Base(name)+"."+rand.Text()+".tmp")
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
-	}
-	defer root.Remove(tmp) // after a rename there is nothing left to remove
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm) // past the umask
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && exclusive {
-		err = root.Link(tmp, name)
-	} else if err == nil {
-		err = root.Rename(tmp, name)
-	}
-	if err != nil {
-		return err
-	}
-	d, err := root.Open(path.Dir(name))
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
+// writeFile is artefact.WriteIn: every file of a gate directory is written all at once.
+var writeFile = artefact.WriteIn
