@@ -28,11 +28,7 @@ import (
 // answers on its port, nor from a container on the default bridge (which does reach a host
 // service bound to every address), and the agent's container has no gate directory.
 func TestDashboard(t *testing.T) {
-	root := repoRoot(t)
-	key, pub := operatorInit(t)
-	ws := newWorkspace(t, root)
-	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir(),
-		"SHARNESS_AI_WORKSPACE="+ws, "SHARNESS_AI_OPERATOR_PUBKEY="+pub)
+	s, ws, key := operatorStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if out, err := s.compose(ctx, "up", "--pull", "never", "--detach", "--wait", "launcher", "fs"); err != nil {

@@ -36,22 +36,14 @@ const adminCommand = "echo run >> admin-runs; echo admin-ran-$(wc -l < admin-run
 // end to end through the request timing out (the last case) and in unit tests (internal/gate:
 // TestCheck's expired token).
 func TestAdminGate(t *testing.T) {
-	root := repoRoot(t)
-	key, pub := operatorInit(t)
-	ws := newWorkspace(t, root)
 	// Each request waits 45 s: long enough for the test to decide, short enough to time out.
-	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_WORKSPACE="+ws,
-		"SHARNESS_AI_OPERATOR_PUBKEY="+pub, "SHARNESS_AI_GATE_TIMEOUT=45s")
+	s, ws, key := operatorStack(t, "SHARNESS_AI_GATE_TIMEOUT=45s")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if out, err := s.compose(ctx, "up", "--pull", "never", "--detach", "--wait", "launcher", "net", "bash"); err != nil {
 		t.Fatalf("docker compose up: %v\n%s\nbash:\n%s", err, out, s.logs("bash"))
 	}
-	mp, err := exec.CommandContext(ctx, "docker", "volume", "inspect", "-f", "{{.Mountpoint}}", project+"_gate-bash").Output()
-	if err != nil {
-		t.Fatalf("docker volume inspect %s_gate-bash: %v", project, err)
-	}
-	gateDir := strings.TrimSpace(string(mp))
+	gateDir := volumeDir(t, ctx, "gate-bash")
 	runs := func() int {
 		b, _ := os.ReadFile(filepath.Join(ws, "admin-runs"))
 		return strings.Count(string(b), "\n")

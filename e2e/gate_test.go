@@ -20,21 +20,13 @@ import (
 // approved content. The agent's container mounts no gate folder (TestShimRunsTheStack checks its
 // mounts against the agent's policy, which has none).
 func TestGate(t *testing.T) {
-	root := repoRoot(t)
-	key, pub := operatorInit(t)
-	ws := newWorkspace(t, root)
-	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir(),
-		"SHARNESS_AI_WORKSPACE="+ws, "SHARNESS_AI_OPERATOR_PUBKEY="+pub)
+	s, ws, key := operatorStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	if out, err := s.compose(ctx, "up", "--pull", "never", "--detach", "--wait", "launcher", "fs"); err != nil {
 		t.Fatalf("docker compose up: %v\n%s", err, out)
 	}
-	mp, err := exec.CommandContext(ctx, "docker", "volume", "inspect", "-f", "{{.Mountpoint}}", project+"_gate-fs").Output()
-	if err != nil {
-		t.Fatalf("docker volume inspect %s_gate-fs: %v", project, err)
-	}
-	gateDir := strings.TrimSpace(string(mp))
+	gateDir := volumeDir(t, ctx, "gate-fs")
 	hook := filepath.Join(ws, ".git", "hooks", "pre-commit")
 
 	// ask starts the agent's write through fs and waits until the request is pending.

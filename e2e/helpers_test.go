@@ -175,3 +175,26 @@ func operatorInit(t *testing.T) (key, public string) {
 	}
 	return key, op.Public
 }
+
+// operatorStack is the stack as a person runs it with an operator key (operatorInit): the
+// supplied policy hash, a fresh workspace, an empty secrets folder, the operator's public key,
+// and env on top. It returns the stack, the workspace and the operator key's path.
+func operatorStack(t *testing.T, env ...string) (s *stack, ws, key string) {
+	t.Helper()
+	root := repoRoot(t)
+	key, pub := operatorInit(t)
+	ws = newWorkspace(t, root)
+	s = newStack(t, append([]string{"SHARNESS_AI_POLICY_HASH=" + policyHash(t, root), "SHARNESS_AI_SECRETS_DIR=" + t.TempDir(),
+		"SHARNESS_AI_WORKSPACE=" + ws, "SHARNESS_AI_OPERATOR_PUBKEY=" + pub}, env...)...)
+	return s, ws, key
+}
+
+// volumeDir is the host folder of the project's volume name (p_name), root's.
+func volumeDir(t *testing.T, ctx context.Context, name string) string {
+	t.Helper()
+	mp, err := exec.CommandContext(ctx, "docker", "volume", "inspect", "-f", "{{.Mountpoint}}", project+"_"+name).Output()
+	if err != nil {
+		t.Fatalf("docker volume inspect %s_%s: %v", project, name, err)
+	}
+	return strings.TrimSpace(string(mp))
+}

@@ -13,7 +13,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -290,11 +289,7 @@ func copyLogs(t *testing.T, ctx context.Context) (dir, caPEM string) {
 	t.Helper()
 	dir = t.TempDir()
 	for _, c := range recordComponents {
-		mp, err := exec.CommandContext(ctx, "docker", "volume", "inspect", "-f", "{{.Mountpoint}}", project+"_audit-"+c).Output()
-		if err != nil {
-			t.Fatalf("docker volume inspect %s_audit-%s: %v", project, c, err)
-		}
-		data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(mp)), "audit.jsonl"))
+		data, err := os.ReadFile(filepath.Join(volumeDir(t, ctx, "audit-"+c), "audit.jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
