@@ -23,7 +23,6 @@ import (
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
 	"github.com/sharness-ai/sharness/internal/session"
-	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -179,11 +178,11 @@ func TestApprovalWithGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := fsguard.OpenGate(dir, gate.FormatPublicKey(pub), "fs", "sha256:"+strings.Repeat("b", 64), 10*time.Second, nil)
+	g, err := gate.Open(gate.Config{Dir: dir, Component: "fs", Policy: "sha256:" + strings.Repeat("b", 64), Operator: pub, Tiers: fsguard.Tiers, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newGatedFixture(t, a)
+	f := newGatedFixture(t, fsguard.GateApprover(g))
 	for _, d := range []gate.Decision{gate.Deny, gate.Approve} {
 		seen := make(chan gate.Request, 1)
 		go func() {
@@ -222,12 +221,6 @@ func TestApprovalWithGate(t *testing.T) {
 	}
 }
 
-func TestGateDir(t *testing.T) {
-	if gateDir != compile.GateDir {
-		t.Errorf("gateDir = %q, compile.GateDir = %q", gateDir, compile.GateDir)
-	}
-}
-
 // TestRunGate: fs starts without an operator key or gate folder and says what is missing; a
 // key that does not parse, or a bad timeout, stops it.
 func TestRunGate(t *testing.T) {
@@ -255,12 +248,12 @@ func TestRunGate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ name, gateDir, operator, timeout, want string }{
-		{"gate", present, gate.FormatPublicKey(pub), "90s", `"approval_gate":true,"gate_dir":"` + present + `","gate_timeout":"1m30s"`},
-		{"no key, no folder", missing, "", "2m", `"missing":"no operator public key, no gate folder ` + missing + `"`},
-		{"no key", present, "", "2m", `"missing":"no operator public key"`},
+		{"gate", present, gate.FormatPublicKey(pub), "90s", `"approval_gate":true,"gate_dir":"` + present + `","gate_timeout":"90s"`},
+		{"no key, no folder", missing, "", "2m", `"missing":"no operator public key (SHARNESS_AI_OPERATOR_PUBKEY), no gate folder ` + missing + `"`},
+		{"no key", present, "", "2m", `"missing":"no operator public key (SHARNESS_AI_OPERATOR_PUBKEY)"`},
 		{"bad key", present, "ed25519:AAAA", "2m", "refusing to start: approval gate"},
-		{"bad timeout", missing, "", "soon", "refusing to start: gate timeout"},
-		{"zero timeout", missing, "", "0s", "refusing to start: gate timeout"},
+		{"bad timeout", missing, "", "soon", `refusing to start: approval gate in ` + missing + `: gate timeout "soon" is not a positive duration`},
+		{"zero timeout", missing, "", "0s", `refusing to start: approval gate in ` + missing + `: gate timeout "0s" is not a positive duration`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -271,7 +264,7 @@ func TestRunGate(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				done <- run(ctx, config{policyDir: dir, listen: "127.0.0.1:0", workspace: ws, gateDir: c.gateDir, gateTimeout: c.timeout, operator: c.operator, identity: id}, slog.New(h))
+				done <- run(ctx, config{policyDir: dir, listen: "127.0.0.1:0", workspace: ws, gate: gate.Settings{Dir: c.gateDir, Timeout: c.timeout, Operator: c.operator}, identity: id}, slog.New(h))
 			}()
 			var err error
 			for deadline := time.Now().Add(5 * time.Second); err == nil; {

@@ -42,6 +42,7 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/fsguard"
+	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/healthz"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 	"github.com/sharness-ai/sharness/internal/serve"
@@ -49,26 +50,19 @@ import (
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
-// gateDir is compile.GateDir (a test holds them equal; fs does not link the compiler for it).
-const gateDir = "/var/lib/sharness/gate"
-
 type config struct {
-	policyDir   string
-	listen      string // the agent edge
-	workspace   string
-	gateDir     string         // the approval gate's folder (compile.GateDir)
-	gateTimeout string         // how long a change to an ask path waits for the operator
-	operator    string         // the operator's public key, "ed25519:<base64>" or PEM; "" refuses ask paths
-	identity    audit.Identity // signs the audit log; nil: the Workload API's (tests give one)
+	policyDir string
+	listen    string // the agent edge
+	workspace string
+	gate      gate.Settings  // the approval gate's folder, timeout and operator key; no key refuses ask paths
+	identity  audit.Identity // signs the audit log; nil: the Workload API's (tests give one)
 }
 
 func main() {
 	cfg := config{policyDir: session.PolicyDir}
 	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_FS_LISTEN"), ":8091"), "address of the API and MCP listener for the agent (env SHARNESS_AI_FS_LISTEN)")
 	flag.StringVar(&cfg.workspace, "workspace", cmp.Or(os.Getenv("SHARNESS_AI_FS_WORKSPACE"), "/workspace"), "the workspace folder, mounted read-write (env SHARNESS_AI_FS_WORKSPACE)")
-	flag.StringVar(&cfg.gateDir, "gate-dir", cmp.Or(os.Getenv("SHARNESS_AI_GATE_DIR"), gateDir), "the approval gate's folder, fs's own volume (env SHARNESS_AI_GATE_DIR)")
-	flag.StringVar(&cfg.gateTimeout, "gate-timeout", cmp.Or(os.Getenv("SHARNESS_AI_GATE_TIMEOUT"), "2m"), "how long a change to an ask path waits for the operator (env SHARNESS_AI_GATE_TIMEOUT)")
-	cfg.operator = os.Getenv("SHARNESS_AI_OPERATOR_PUBKEY")
+	cfg.gate.Flags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -115,25 +109,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	defer g.Close()
-	timeout, err := time.ParseDuration(cfg.gateTimeout)
-	if err != nil || timeout <= 0 {
-		return fmt.Errorf("refusing to start: gate timeout %q is not a positive duration such as 2m", cfg.gateTimeout)
-	}
-	approver, err := fsguard.OpenGate(cfg.gateDir, cfg.operator, c.Name, m.Hash, timeout, log)
+	gt, err := cfg.gate.Open(gate.Config{Component: c.Name, Policy: m.Hash, Tiers: fsguard.Tiers, Log: log}, "every change to an ask path (business.fs.ask)")
 	if err != nil {
-		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gateDir, err)
-	}
-	missing, noGate := approver.(fsguard.Unavailable)
-	if noGate {
-		log.Warn("sharness-fs: no approval gate; every change to an ask path is refused (approval_unavailable)",
-			"missing", string(missing), "operator_key_env", "SHARNESS_AI_OPERATOR_PUBKEY", "gate_dir", cfg.gateDir)
+		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gate.Dir, err)
 	}
 	rec, closeRec, err := audit.OpenOwn(ctx, cfg.identity, c.Name, m.Hash)
 	if err != nil {
 		return err
 	}
 	defer closeRec(log)
-	s := newServer(g, approver, rules.MaxFileSize(), log)
+	s := newServer(g, fsguard.GateApprover(gt), rules.MaxFileSize(), log)
 	s.rec = rec
 
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -146,7 +131,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("sharness-fs serving", "policy", m.Hash, "listen", cfg.listen, "workspace", cfg.workspace,
 		"protected", c.Protected, "max_file_size", rules.MaxFileSize(), "max_body", s.maxBody,
-		"approval_gate", !noGate, "gate_dir", cfg.gateDir, "gate_timeout", timeout.String())
+		"approval_gate", gt != nil, "gate_dir", cfg.gate.Dir, "gate_timeout", cfg.gate.Timeout)
 	return serve.Until(ctx, srv, ln, 10*time.Second)
 }
 

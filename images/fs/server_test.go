@@ -41,7 +41,7 @@ type fixture struct {
 // newFixture is fs as it starts without an operator key: every change to an ask path refused.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return newGatedFixture(t, fsguard.Unavailable("no operator public key"))
+	return newGatedFixture(t, fsguard.GateApprover(nil))
 }
 
 func newGatedFixture(t *testing.T, gate fsguard.Approver) *fixture {
@@ -190,7 +190,7 @@ func TestLogLine(t *testing.T) {
 	if err := json.Unmarshal([]byte(lines[0]), &rec); err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]any{"msg": "fs decision", "via": "http", "op": "write", "path": ".envrc", "decision": "deny", "reason": "approval_unavailable", "bytes": float64(15), "cause": "no operator public key"} {
+	for k, want := range map[string]any{"msg": "fs decision", "via": "http", "op": "write", "path": ".envrc", "decision": "deny", "reason": "approval_unavailable", "bytes": float64(15), "cause": "gate: none (no operator key or no gate folder)"} {
 		if rec[k] != want {
 			t.Errorf("%s = %v, want %v", k, rec[k], want)
 		}

@@ -9,11 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
-	"os"
-	"strings"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -222,50 +217,19 @@ func movesFolder(p string) *Refusal {
 	return refuse(ReasonWrongType, "%q is a folder: into, out of or inside a path that needs approval, fs moves files only, one by one (an approval cannot bind a folder's entries)", p)
 }
 
-// tiers: every change to an ask path needs its own approval (gate.Every), and the host refuses
+// Tiers: every change to an ask path needs its own approval (gate.Every), and the host refuses
 // `approve --session`. A session approval would let an identical change (same path, same bytes)
 // repeat unasked until it expired, such as putting back a hook the person has since removed.
-var tiers = map[string]gate.Tier{"fs." + OpWrite: gate.Every, "fs." + OpDelete: gate.Every, "fs." + OpRename: gate.Every}
+var Tiers = map[string]gate.Tier{"fs." + OpWrite: gate.Every, "fs." + OpDelete: gate.Every, "fs." + OpRename: gate.Every}
 
-// gateApprover asks through the approval gate.
+// GateApprover asks through fs's approval gate g, opened with Tiers (gate.Settings.Open). A nil
+// g (no operator key or no gate folder) refuses every change to an ask path with
+// approval_unavailable: then nothing is ever written to one.
+func GateApprover(g *gate.Gate) Approver { return gateApprover{g} }
+
 type gateApprover struct{ g *gate.Gate }
 
 func (a gateApprover) Approve(ctx context.Context, action string, canonical []byte, summary string) (Approval, error) {
 	v, err := a.g.Ask(ctx, action, canonical, summary)
 	return Approval{OK: v.Approved(), Reason: Reason(v.Reason())}, err
-}
-
-// Unavailable is the Approver of an fs without a gate: it refuses every change to an ask path
-// with approval_unavailable; its text, the cause in the log, says what is missing.
-type Unavailable string
-
-func (u Unavailable) Approve(context.Context, string, []byte, string) (Approval, error) {
-	return Approval{Reason: ReasonUnavailable}, errors.New(string(u))
-}
-
-// OpenGate opens fs's approval gate in dir (internal/gate) for component, which enforces the
-// policy with hash policy, pinning operator, the operator's public key in a form
-// gate.ParsePublicKey reads; each request waits at most timeout (0: the gate's default). Without
-// a key or without dir it returns Unavailable, naming what is missing: then nothing is ever
-// written to an ask path. A key that does not parse, or a dir the gate cannot use, is an error.
-func OpenGate(dir, operator, component, policy string, timeout time.Duration, log *slog.Logger) (Approver, error) {
-	var missing []string
-	if strings.TrimSpace(operator) == "" {
-		missing = append(missing, "no operator public key")
-	}
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		missing = append(missing, "no gate folder "+dir)
-	}
-	if len(missing) > 0 {
-		return Unavailable(strings.Join(missing, ", ")), nil
-	}
-	pub, err := gate.ParsePublicKey([]byte(operator))
-	if err != nil {
-		return nil, fmt.Errorf("operator public key: %w", err)
-	}
-	g, err := gate.Open(gate.Config{Dir: dir, Component: component, Policy: policy, Operator: pub, Tiers: tiers, Timeout: timeout, Log: log})
-	if err != nil {
-		return nil, err
-	}
-	return gateApprover{g}, nil
 }
