@@ -11,7 +11,7 @@
 # private mount namespace with the bench's policy at /etc/sharness/policy (net has no flag for
 # another policy folder). It refuses to run when 10.213.0.0/16 (pbp.EdgePool) is already
 # routed or assigned on this host, or used by a Docker network: a SHarness stack is running.
-# All traffic stays on loopback; the run takes about two minutes on two cores and stops by
+# All traffic stays on loopback; the run takes about four minutes on two cores and stops by
 # itself.
 #
 # Environment:
@@ -76,6 +76,6 @@ GOBIN="$WORK/bin" CGO_ENABLED=0 GOFLAGS=-trimpath go install "github.com/stripe/
 
 ip addr add "$SRC/32" dev lo
 added=1
-log "measuring (about two minutes)"
+log "measuring (about four minutes)"
 "$WORK/netbench" -work "$WORK" -cli "$WORK/sharness-ai" -net "$WORK/sharness-net" -net-version "$NETVERSION" \
 	"${nolimit_flag[@]}" -smokescreen "$WORK/bin/smokescreen" -src "$SRC" -out "$OUT" "$@"

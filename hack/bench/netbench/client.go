@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/netip"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -88,6 +90,43 @@ func (cl *client) tunnel(ctx context.Context, p *peer) (*conv, error) {
 		return nil, err
 	}
 	return newConv(tc), nil
+}
+
+// rawBulk reads n plain bytes from the origin's raw port through p (see serveRaw): a tunnel,
+// a TLS handshake inside it (server name and certificate checked) and the count, then the
+// bytes on the bare connection. It returns MB/s from the count's write to the last byte.
+func (cl *client) rawBulk(ctx context.Context, p *peer, n int64) (float64, error) {
+	to := net.JoinHostPort(cl.w.addr.String(), strconv.Itoa(int(cl.w.rawPort)))
+	if p.proxy != "" {
+		to = p.proxy
+	}
+	c, err := cl.d.DialContext(ctx, "tcp", to)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
+	}
+	if p.proxy != "" {
+		if err := connect(c, cl.w.rawAuthority()); err != nil {
+			return 0, err
+		}
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: cl.w.name, RootCAs: cl.w.roots, MinVersion: tls.VersionTLS13})
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	if _, err := tc.Write(binary.BigEndian.AppendUint64(nil, uint64(n))); err != nil {
+		return 0, err
+	}
+	got, err := io.CopyBuffer(io.Discard, io.LimitReader(c, n), make([]byte, 256<<10))
+	el := time.Since(t0)
+	if err == nil && got != n {
+		err = fmt.Errorf("got %d of %d bytes", got, n)
+	}
+	return float64(got) / el.Seconds() / 1e6, err
 }
 
 // plain opens a connection for plain HTTP: to the proxy, or straight to the origin.
@@ -168,8 +207,8 @@ func (cl *client) smallReq() string {
 	return "GET /small HTTP/1.1\r\nHost: " + cl.w.tlsAuthority() + "\r\n\r\n"
 }
 
-func (cl *client) streamReq(n int64) string {
-	return "GET /stream?bytes=" + strconv.FormatInt(n, 10) + " HTTP/1.1\r\nHost: " + cl.w.tlsAuthority() + "\r\n\r\n"
+func streamReq(authority string, n int64) string {
+	return "GET /stream?bytes=" + strconv.FormatInt(n, 10) + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n"
 }
 
 func (cl *client) plainReq(p *peer) string {

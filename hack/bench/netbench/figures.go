@@ -19,6 +19,7 @@ type metric struct {
 
 var metrics = []metric{
 	{"bulk", "bulk throughput through one tunnel (TLS inside)", "MB/s", true},
+	{"bulk_raw", "bulk throughput through one tunnel, plain bytes (nothing inside to decrypt: the proxy's own cost shows)", "MB/s", true},
 	{"latency_p50", "new connection: CONNECT + TLS + small GET, p50", "µs", false},
 	{"latency_p99", "new connection: CONNECT + TLS + small GET, p99", "µs", false},
 	{"rps_keepalive", "HTTPS keep-alive, one tunnel per client", "req/s", true},
@@ -30,7 +31,8 @@ var metrics = []metric{
 // succeeded and failed while it was measured.
 type sample struct {
 	Values     []float64      `json:"values"`
-	Value      float64        `json:"value"` // the median of Values; for latencies, the percentile of all samples
+	Rounds     int            `json:"rounds"` // rounds measured: a round whose measurement failed has no value
+	Value      float64        `json:"value"`  // the median of Values; for latencies, the percentile of all samples
 	OK         int            `json:"ok"`
 	Errors     int            `json:"errors"`
 	ErrorKinds map[string]int `json:"error_kinds,omitempty"`
@@ -80,20 +82,28 @@ func progress(format string, args ...any) { fmt.Fprintf(os.Stderr, "netbench: "+
 func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results {
 	res := results{}
 	for _, p := range peers { // warm-up: code paths, pools, the page cache
-		bulk(ctx, cl, p, 16<<20)
+		bulk(ctx, cl, p, 16<<20, true)
+		bulk(ctx, cl, p, 16<<20, false)
 	}
-	for r := range cfg.roundsOf("bulk", cfg.bulkRounds) {
-		for _, p := range turn(peers, r) {
-			s, m := res.at("bulk", p.name), start(cl, p)
-			v, err := bulk(ctx, cl, p, cfg.bulk)
-			if err != nil {
-				s.fail(err)
-			} else {
-				s.OK++
-				s.Values = append(s.Values, v)
+	for _, key := range []string{"bulk", "bulk_raw"} {
+		secure, n := key == "bulk", cfg.bulk
+		if !secure {
+			n = cfg.bulkRaw
+		}
+		for r := range cfg.roundsOf(key, cfg.bulkRounds) {
+			for _, p := range turn(peers, r) {
+				s, m := res.at(key, p.name), start(cl, p)
+				s.Rounds++
+				v, err := bulk(ctx, cl, p, n, secure)
+				if err != nil {
+					s.fail(err)
+				} else {
+					s.OK++
+					s.Values = append(s.Values, v)
+				}
+				m.stop(s, float64(n)/1e6)
+				progress("%s round %d: %-12s %8.1f MB/s", key, r+1, p.name, last(s.Values))
 			}
-			m.stop(s, float64(cfg.bulk)/1e6)
-			progress("bulk round %d: %-12s %8.1f MB/s", r+1, p.name, last(s.Values))
 		}
 	}
 	lat := map[string][]float64{}
@@ -103,6 +113,8 @@ func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results
 				return res
 			}
 			s, m := res.at("latency_p50", p.name), start(cl, p)
+			s.Rounds++
+			res.at("latency_p99", p.name).Rounds++
 			before := s.OK + s.Errors
 			d := latency(ctx, cl, p, cfg.n/cfg.rounds, s)
 			m.stop(s, float64(s.OK+s.Errors-before))
@@ -136,6 +148,7 @@ func measure(ctx context.Context, cfg config, cl *client, peers []*peer) results
 				m := start(cl, p)
 				s := load(ctx, cfg.clients, cfg.dur, func() worker { return newWorker(key, cl, p) })
 				all := res.at(key, p.name)
+				all.Rounds++
 				m.stop(all, float64(s.OK+s.Errors))
 				all.Values = append(all.Values, s.Value)
 				all.add(s)
@@ -206,16 +219,19 @@ func last(v []float64) float64 {
 
 // bulk downloads n bytes through one tunnel and returns MB/s (10^6 bytes), timed from the
 // request to the body's last byte.
-func bulk(ctx context.Context, cl *client, p *peer, n int64) (float64, error) {
+func bulk(ctx context.Context, cl *client, p *peer, n int64, secure bool) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	if !secure {
+		return cl.rawBulk(ctx, p, n)
+	}
 	v, err := cl.tunnel(ctx, p)
 	if err != nil {
 		return 0, err
 	}
 	defer v.c.Close()
 	t0 := time.Now()
-	got, _, err := v.get(cl.streamReq(n))
+	got, _, err := v.get(streamReq(cl.w.tlsAuthority(), n))
 	el := time.Since(t0)
 	if err == nil && got != n {
 		err = fmt.Errorf("got %d of %d bytes", got, n)

@@ -4,14 +4,16 @@
 // ratio to the stdlib proxy and to smokescreen (issue 3, "Benchmarks"). It is a measurement, not
 // a test: nothing fails because the machine is slow.
 //
-// Figures: bulk throughput through one tunnel; new-connection latency (CONNECT, TLS, a small
-// GET) p50/p99 over sequential runs; requests per second with concurrent clients for HTTPS
-// keep-alive (one tunnel per client), HTTPS with a new connection per request, and plain-HTTP
-// absolute-URI forwarding with keep-alive to the proxy.
+// Figures: bulk throughput through one tunnel, twice: an HTTPS download (the ends' TLS work
+// bounds it) and plain bytes after a TLS handshake (the proxy's own cost per byte shows);
+// new-connection latency (CONNECT, TLS, a small GET) p50/p99 over sequential runs; requests
+// per second with concurrent clients for HTTPS keep-alive (one tunnel per client), HTTPS with
+// a new connection per request, and plain-HTTP absolute-URI forwarding with keep-alive to the
+// proxy. Each goal's verdict is a sign test over paired rounds (report.go: order).
 //
-// Everything stays on loopback: the origin (a throwaway CA, HTTPS and plain HTTP) and a DNS
-// server that answers the origin's name with 127.0.0.1 run in this process; each proxy runs in
-// its own process. net identifies a plain caller by source address, so every client socket is
+// Everything stays on loopback: the origin (a throwaway CA; HTTPS, plain HTTP and the raw
+// port of the plain-bytes figure) and a DNS server that answers the origin's name with
+// 127.0.0.1 run in this process; each proxy runs in its own process. net identifies a plain caller by source address, so every client socket is
 // bound to an address of the agent's edge subnet, which hack/bench-net.sh adds to lo (root).
 // hack/bench-net.sh builds the binaries and runs this; see it for usage.
 //
@@ -43,7 +45,8 @@ type config struct {
 	src         netip.Addr
 	out         string // JSON results file, or ""
 
-	bulk       int64           // bytes per bulk transfer
+	bulk       int64           // bytes per bulk transfer, TLS inside
+	bulkRaw    int64           // bytes per bulk transfer, plain bytes
 	n          int             // sequential new-connection samples
 	clients    int             // concurrent clients for the requests/s figures
 	dur        time.Duration   // length of one requests/s window
@@ -68,14 +71,15 @@ func main() {
 	flag.StringVar(&cfg.cli, "cli", "", "sharness-ai binary (required)")
 	flag.StringVar(&src, "src", "10.213.0.2", "client source address: must be local and in the agent's edge subnet")
 	flag.StringVar(&cfg.out, "out", "", "write the results as JSON to this file")
-	flag.Int64Var(&cfg.bulk, "bulk", 256<<20, "bytes per bulk transfer")
-	flag.IntVar(&cfg.n, "n", 500, "sequential samples of new-connection latency")
+	flag.Int64Var(&cfg.bulk, "bulk", 256<<20, "bytes per bulk transfer with TLS inside")
+	flag.Int64Var(&cfg.bulkRaw, "bulk-raw", 1<<30, "bytes per bulk transfer of plain bytes")
+	flag.IntVar(&cfg.n, "n", 1200, "sequential samples of new-connection latency")
 	flag.IntVar(&cfg.clients, "clients", 32, "concurrent clients for requests/s")
-	flag.DurationVar(&cfg.dur, "duration", 2*time.Second, "length of one requests/s window")
-	flag.IntVar(&cfg.rounds, "rounds", 3, "interleaved rounds of the latency and requests/s figures (median reported)")
-	flag.IntVar(&cfg.bulkRounds, "bulk-rounds", 5, "interleaved bulk transfers per peer (median reported)")
-	flag.DurationVar(&cfg.deadline, "deadline", 170*time.Second, "stop measuring after this long, whatever is left")
-	flag.StringVar(&figures, "figures", "bulk,latency,rps_keepalive,rps_newconn,rps_plain", "comma-separated figures to measure (to iterate on one; a full run measures all)")
+	flag.DurationVar(&cfg.dur, "duration", 1500*time.Millisecond, "length of one requests/s window")
+	flag.IntVar(&cfg.rounds, "rounds", 6, "interleaved rounds of the latency and requests/s figures (median reported; six or more can settle an order)")
+	flag.IntVar(&cfg.bulkRounds, "bulk-rounds", 7, "interleaved bulk transfers per peer and bulk figure (median reported)")
+	flag.DurationVar(&cfg.deadline, "deadline", 300*time.Second, "stop measuring after this long, whatever is left")
+	flag.StringVar(&figures, "figures", "bulk,bulk_raw,latency,rps_keepalive,rps_newconn,rps_plain", "comma-separated figures to measure (to iterate on one; a full run measures all)")
 	flag.Parse()
 	cfg.figures = map[string]bool{}
 	known := true
@@ -85,7 +89,7 @@ func main() {
 		known = known && (f == "latency" || slices.ContainsFunc(metrics, func(m metric) bool { return m.Key == f && !strings.HasPrefix(f, "latency") }))
 	}
 	a, err := netip.ParseAddr(src)
-	if err != nil || !known || cfg.work == "" || cfg.net == "" || cfg.cli == "" || cfg.rounds < 1 || cfg.bulkRounds < 1 || cfg.n < 1 || cfg.clients < 1 {
+	if err != nil || !known || cfg.work == "" || cfg.net == "" || cfg.cli == "" || cfg.rounds < 1 || cfg.bulkRounds < 1 || cfg.bulk < 1 || cfg.bulkRaw < 1 || cfg.n < 1 || cfg.clients < 1 {
 		fmt.Fprintln(os.Stderr, "netbench: bad flags; run it through hack/bench-net.sh")
 		os.Exit(2)
 	}

@@ -187,7 +187,7 @@ func startStdlib(cfg config, self string, w *world, userCopy bool) (*peer, error
 }
 
 // netPolicy writes the bench's manifest: the default policy's layers, net allowing the agent
-// to reach the origin's name on its two ports, and one edge, agent → net, so the agent's edge
+// to reach the origin's name on its three ports, and one edge, agent → net, so the agent's edge
 // subnet is 10.213.0.0/24. It locks the layer hashes with sharness-ai and returns the folder
 // and the policy hash.
 func netPolicy(cfg config, w *world) (string, string, error) {
@@ -202,8 +202,8 @@ func netPolicy(cfg config, w *world) (string, string, error) {
 		return "", "", err
 	}
 	head, _, _ := strings.Cut(string(def), "\n  business:\n")
-	layer := fmt.Sprintf("%s\n  business:\n    net:\n      callers:\n        - caller: agent\n          hosts: [%s]\n          ports: [%d, %d]\n",
-		strings.TrimRight(head, "\n"), w.name, w.tlsPort, w.httpPort)
+	layer := fmt.Sprintf("%s\n  business:\n    net:\n      callers:\n        - caller: agent\n          hosts: [%s]\n          ports: [%d, %d, %d]\n",
+		strings.TrimRight(head, "\n"), w.name, w.tlsPort, w.httpPort, w.rawPort)
 	zero := "sha256:" + strings.Repeat("0", 64)
 	manifest := fmt.Sprintf(`pbp: 1
 kind: manifest

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -49,31 +50,96 @@ type goal struct {
 	Text   string  `json:"text"`
 	Ratio  float64 `json:"ratio"`
 	Met    bool    `json:"met"`
-	Noise  bool    `json:"within_noise"` // the two peers' rounds overlap: the order is not settled
-	Errors bool    `json:"errors"`       // the peer had failed requests in this figure
+	Order  order   `json:"order"`
+	Errors bool    `json:"errors"` // the peer had failed requests in this figure
 }
 
-// newGoal compares s to the reference ref (ratio is s over ref).
+// order is how a peer compares with a reference round by round. Within a round the peers are
+// measured one after the other, so round i of one and round i of the other saw the same
+// machine; a sign test over those pairs says whether the order is settled: under "no
+// difference" a peer wins each round with probability one half, and P is the chance of a
+// split at least this lopsided (two-sided). A lead or a lag counts when P ≤ 0.05, which takes
+// six or more rounds without a loss.
+type order struct {
+	Wins   int     `json:"wins"`   // rounds the peer did better
+	Losses int     `json:"losses"` // rounds it did worse (equal rounds count as neither)
+	Rounds int     `json:"rounds"` // paired rounds; 0 when the rounds cannot be paired
+	P      float64 `json:"p"`
+}
+
+func (o order) ahead() bool  { return o.Wins > o.Losses && o.P <= 0.05 }
+func (o order) behind() bool { return o.Losses > o.Wins && o.P <= 0.05 }
+
+func (o order) String() string {
+	switch {
+	case o.Rounds == 0:
+		return "rounds not paired (failed rounds): order not settled"
+	case o.ahead():
+		return fmt.Sprintf("ahead in %d of %d rounds (sign test p=%.3f)", o.Wins, o.Rounds, o.P)
+	case o.behind():
+		return fmt.Sprintf("behind in %d of %d rounds (sign test p=%.3f)", o.Losses, o.Rounds, o.P)
+	}
+	if o.Rounds < settleRounds {
+		return fmt.Sprintf("ahead in %d, behind in %d of %d rounds: too few rounds to settle an order (%d needed)", o.Wins, o.Losses, o.Rounds, settleRounds)
+	}
+	return fmt.Sprintf("ahead in %d, behind in %d of %d rounds: a tie within the noise (sign test p=%.2f)", o.Wins, o.Losses, o.Rounds, o.P)
+}
+
+// settleRounds is the fewest rounds in which a sign test can settle an order (p = 1/32).
+const settleRounds = 6
+
+// compare pairs a's rounds with ref's. Rounds pair only when both have one value for every
+// round measured (a failed round leaves a gap, and the values after it would pair wrongly).
+func compare(a, ref *sample, higherIsBetter bool) order {
+	if len(a.Values) == 0 || len(a.Values) != a.Rounds || len(ref.Values) != ref.Rounds || a.Rounds != ref.Rounds {
+		return order{P: 1}
+	}
+	o := order{Rounds: a.Rounds}
+	for i, v := range a.Values {
+		switch w := ref.Values[i]; {
+		case v == w:
+		case (v > w) == higherIsBetter:
+			o.Wins++
+		default:
+			o.Losses++
+		}
+	}
+	o.P = signTest(o.Wins, o.Losses)
+	return o
+}
+
+// signTest is the two-sided sign test's p-value for w wins and l losses.
+func signTest(w, l int) float64 {
+	n, k := w+l, max(w, l)
+	if n == 0 {
+		return 1
+	}
+	tail, c := 0.0, 1.0 // c = binomial(n, i), from i = 0
+	for i := 0; i <= n; i++ {
+		if i >= k {
+			tail += c
+		}
+		c = c * float64(n-i) / float64(i+1)
+	}
+	return min(1, 2*tail/math.Pow(2, float64(n)))
+}
+
+// newGoal compares s to the reference ref (ratio is s's median over ref's). A goal of being
+// ahead is met when the lead is settled; a goal of at least matching ("≥") when there were
+// rounds enough to settle an order and s is not settled behind.
 func newGoal(peer, text string, ratio float64, higherIsBetter bool, s, ref *sample) goal {
-	met := ratio > 0 && ratio != 1 && (ratio > 1) == higherIsBetter
-	if ratio == 1 && higherIsBetter && strings.Contains(text, "≥") {
-		met = true
+	o := compare(s, ref, higherIsBetter)
+	met := o.ahead()
+	if strings.Contains(text, "≥") {
+		met = o.Rounds >= settleRounds && !o.behind()
 	}
-	return goal{peer, text, ratio, met, overlap(s.Values, ref.Values), s.Errors > 0}
-}
-
-// overlap reports whether the ranges of a and b overlap.
-func overlap(a, b []float64) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return false
-	}
-	return max(slices.Min(a), slices.Min(b)) <= min(slices.Max(a), slices.Max(b))
+	return goal{peer, text, ratio, met, o, s.Errors > 0}
 }
 
 func buildReport(cfg config, peers []*peer, res results, elapsed time.Duration) *report {
 	r := &report{Date: time.Now().UTC().Format(time.RFC3339), Host: hostInfo(), Metrics: metrics, Results: res,
 		Ratios: map[string]map[string]ratio{}, CPU: map[string]map[string]ratio{}, NetLog: map[string]map[string]int{}, Elapsed: elapsed.Round(time.Second).String(),
-		Settings: map[string]any{"rounds": cfg.rounds, "clients": cfg.clients, "window": cfg.dur.String(), "bulk_bytes": cfg.bulk,
+		Settings: map[string]any{"rounds": cfg.rounds, "clients": cfg.clients, "window": cfg.dur.String(), "bulk_bytes": cfg.bulk, "bulk_raw_bytes": cfg.bulkRaw,
 			"latency_samples": cfg.n, "source": cfg.src.String(), "bulk_rounds": cfg.bulkRounds}}
 	for _, p := range peers {
 		r.Peers = append(r.Peers, peerInfo{p.name, p.version, p.note})
@@ -98,9 +164,11 @@ func buildReport(cfg config, peers []*peer, res results, elapsed time.Duration) 
 		}
 	}
 	for _, n := range []string{peerNet, peerNetNoLimit} {
-		if res["bulk"][n] != nil && res["bulk"][peerStdlib] != nil {
-			r.Goals = append(r.Goals, newGoal(n, "bulk throughput ≥ the stdlib proxy's", r.Ratios["bulk"][n].ToStdlib, true,
-				res["bulk"][n], res["bulk"][peerStdlib]))
+		for _, key := range []string{"bulk", "bulk_raw"} {
+			if res[key][n] != nil && res[key][peerStdlib] != nil {
+				r.Goals = append(r.Goals, newGoal(n, key+" throughput ≥ the stdlib proxy's", r.Ratios[key][n].ToStdlib, true,
+					res[key][n], res[key][peerStdlib]))
+			}
 		}
 		for _, m := range metrics {
 			s := res[m.Key][n]
@@ -183,7 +251,7 @@ func (r *report) print(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\n%s, %s (%s; median of rounds)\n", m.Title, m.Unit, dir)
 		per := "µs/req"
-		if m.Key == "bulk" {
+		if m.Unit == "MB/s" {
 			per = "µs/MB"
 		}
 		fmt.Fprintf(w, "  %-12s %10s %9s %13s  %-30s %7s %7s %8s %9s %14s\n", "peer", "value", "×stdlib", "×smokescreen", "rounds", "ok", "errors", "dns/req", "conns/req", "proxy cpu "+per)
@@ -198,7 +266,7 @@ func (r *report) print(w io.Writer) {
 				rounds[i] = num(v)
 			}
 			dns, conns := "-", "-"
-			if m.Key != "bulk" && s.OK+s.Errors > 0 {
+			if m.Unit != "MB/s" && s.OK+s.Errors > 0 {
 				dns = fmt.Sprintf("%.2f", float64(s.DNSQueries)/float64(s.OK+s.Errors))
 				conns = fmt.Sprintf("%.2f", float64(s.Upstream)/float64(s.OK+s.Errors))
 			}
@@ -212,13 +280,11 @@ func (r *report) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\ngoals (issue 3): net ≥ the stdlib proxy's throughput, and ahead of smokescreen on every figure\n")
 	for _, g := range r.Goals {
-		verdict := "not met"
+		verdict := "not met: "
 		if g.Met {
-			verdict = "met"
+			verdict = "met: "
 		}
-		if g.Noise {
-			verdict += ", within noise (the rounds overlap)"
-		}
+		verdict += g.Order.String()
 		if g.Errors {
 			verdict += " (with failed requests, see above)"
 		}

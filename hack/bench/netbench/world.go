@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log"
@@ -32,9 +33,11 @@ type world struct {
 	name              string
 	addr              netip.Addr
 	tlsPort, httpPort uint16
+	rawPort           uint16 // a TLS handshake, then plain bytes: see serveRaw
 	dns               string // ip:port (UDP)
 	roots             *x509.CertPool
 	tlsSrv, httpSrv   *http.Server
+	rawLn             net.Listener
 	dnsConn           net.PacketConn
 	queries           atomic.Int64 // DNS questions answered
 	conns             atomic.Int64 // connections the origin accepted (HTTPS and HTTP)
@@ -87,8 +90,15 @@ func startWorld(name string) (*world, error) {
 		return nil, err
 	}
 	w.tlsPort, w.httpPort = port(tl.Addr()), port(hl.Addr())
+	if w.rawLn, err = net.Listen("tcp4", "127.0.0.1:0"); err != nil {
+		tl.Close()
+		hl.Close()
+		return nil, err
+	}
+	w.rawPort = port(w.rawLn.Addr())
 	go w.tlsSrv.Serve(tls.NewListener(tl, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}))
 	go w.httpSrv.Serve(hl)
+	go serveRaw(w.rawLn, &tls.Config{Certificates: []tls.Certificate{cert}, SessionTicketsDisabled: true}, body, &w.conns)
 	if w.dnsConn, err = net.ListenPacket("udp4", "127.0.0.1:0"); err != nil {
 		w.close()
 		return nil, err
@@ -101,6 +111,7 @@ func startWorld(name string) (*world, error) {
 func (w *world) close() {
 	w.tlsSrv.Close()
 	w.httpSrv.Close()
+	w.rawLn.Close()
 	if w.dnsConn != nil {
 		w.dnsConn.Close()
 	}
@@ -109,6 +120,38 @@ func (w *world) close() {
 func (w *world) tlsAuthority() string { return net.JoinHostPort(w.name, strconv.Itoa(int(w.tlsPort))) }
 func (w *world) httpAuthority() string {
 	return net.JoinHostPort(w.name, strconv.Itoa(int(w.httpPort)))
+}
+
+func (w *world) rawAuthority() string { return net.JoinHostPort(w.name, strconv.Itoa(int(w.rawPort))) }
+
+// serveRaw serves the plain-bytes bulk figure: a TLS handshake (a proxy that checks the
+// ClientHello sees a real one) and a byte count (8 bytes, big-endian) inside TLS, then the
+// origin writes that many bytes on the bare connection. With session tickets off, TLS 1.3
+// sends nothing else, so those bytes are all that follows on the stream: through a proxy they
+// cost the proxy what any tunnel's bytes cost it, and the two ends only a write and a read.
+func serveRaw(ln net.Listener, conf *tls.Config, body []byte, conns *atomic.Int64) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		conns.Add(1)
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(time.Minute))
+			var n [8]byte
+			if _, err := io.ReadFull(tls.Server(c, conf), n[:]); err != nil {
+				return
+			}
+			for left := int64(binary.BigEndian.Uint64(n[:])); left > 0; {
+				k, err := c.Write(body[:min(left, int64(len(body)))])
+				if err != nil {
+					return
+				}
+				left -= int64(k)
+			}
+		}()
+	}
 }
 
 func port(a net.Addr) uint16 { return uint16(a.(*net.TCPAddr).Port) }
