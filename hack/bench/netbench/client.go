@@ -67,22 +67,9 @@ func errorKind(err error) string {
 // tunnel opens a TLS connection to the origin's HTTPS port through p: for a proxy, a CONNECT
 // naming the origin, then the TLS handshake inside it (server name and certificate checked).
 func (cl *client) tunnel(ctx context.Context, p *peer) (*conv, error) {
-	to := net.JoinHostPort(cl.w.addr.String(), strconv.Itoa(int(cl.w.tlsPort)))
-	if p.proxy != "" {
-		to = p.proxy
-	}
-	c, err := cl.d.DialContext(ctx, "tcp", to)
+	c, err := cl.reach(ctx, p, cl.w.tlsPort, cl.w.tlsAuthority())
 	if err != nil {
 		return nil, err
-	}
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	if p.proxy != "" {
-		if err := connect(c, cl.w.tlsAuthority()); err != nil {
-			c.Close()
-			return nil, err
-		}
 	}
 	tc := tls.Client(c, &tls.Config{ServerName: cl.w.name, RootCAs: cl.w.roots, NextProtos: []string{"http/1.1"}})
 	if err := tc.HandshakeContext(ctx); err != nil {
@@ -96,23 +83,11 @@ func (cl *client) tunnel(ctx context.Context, p *peer) (*conv, error) {
 // a TLS handshake inside it (server name and certificate checked) and the count, then the
 // bytes on the bare connection. It returns MB/s from the count's write to the last byte.
 func (cl *client) rawBulk(ctx context.Context, p *peer, n int64) (float64, error) {
-	to := net.JoinHostPort(cl.w.addr.String(), strconv.Itoa(int(cl.w.rawPort)))
-	if p.proxy != "" {
-		to = p.proxy
-	}
-	c, err := cl.d.DialContext(ctx, "tcp", to)
+	c, err := cl.reach(ctx, p, cl.w.rawPort, cl.w.rawAuthority())
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
-	if p.proxy != "" {
-		if err := connect(c, cl.w.rawAuthority()); err != nil {
-			return 0, err
-		}
-	}
 	tc := tls.Client(c, &tls.Config{ServerName: cl.w.name, RootCAs: cl.w.roots, MinVersion: tls.VersionTLS13})
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return 0, err
@@ -131,7 +106,17 @@ func (cl *client) rawBulk(ctx context.Context, p *peer, n int64) (float64, error
 
 // plain opens a connection for plain HTTP: to the proxy, or straight to the origin.
 func (cl *client) plain(ctx context.Context, p *peer) (*conv, error) {
-	to := net.JoinHostPort(cl.w.addr.String(), strconv.Itoa(int(cl.w.httpPort)))
+	c, err := cl.reach(ctx, p, cl.w.httpPort, "")
+	if err != nil {
+		return nil, err
+	}
+	return newConv(c), nil
+}
+
+// reach dials the origin's port, or p's proxy, bound by ctx's deadline; through a proxy, with
+// an authority, it asks for a tunnel to it.
+func (cl *client) reach(ctx context.Context, p *peer, port uint16, authority string) (net.Conn, error) {
+	to := net.JoinHostPort(cl.w.addr.String(), strconv.Itoa(int(port)))
 	if p.proxy != "" {
 		to = p.proxy
 	}
@@ -142,7 +127,13 @@ func (cl *client) plain(ctx context.Context, p *peer) (*conv, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		c.SetDeadline(dl)
 	}
-	return newConv(c), nil
+	if p.proxy != "" && authority != "" {
+		if err := connect(c, authority); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // connect asks the proxy on c for a tunnel to authority.
@@ -207,8 +198,8 @@ func (cl *client) smallReq() string {
 	return "GET /small HTTP/1.1\r\nHost: " + cl.w.tlsAuthority() + "\r\n\r\n"
 }
 
-func streamReq(authority string, n int64) string {
-	return "GET /stream?bytes=" + strconv.FormatInt(n, 10) + " HTTP/1.1\r\nHost: " + authority + "\r\n\r\n"
+func (cl *client) streamReq(n int64) string {
+	return "GET /stream?bytes=" + strconv.FormatInt(n, 10) + " HTTP/1.1\r\nHost: " + cl.w.tlsAuthority() + "\r\n\r\n"
 }
 
 func (cl *client) plainReq(p *peer) string {

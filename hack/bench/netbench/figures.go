@@ -231,7 +231,7 @@ func bulk(ctx context.Context, cl *client, p *peer, n int64, secure bool) (float
 	}
 	defer v.c.Close()
 	t0 := time.Now()
-	got, _, err := v.get(streamReq(cl.w.tlsAuthority(), n))
+	got, _, err := v.get(cl.streamReq(n))
 	el := time.Since(t0)
 	if err == nil && got != n {
 		err = fmt.Errorf("got %d of %d bytes", got, n)
