@@ -94,7 +94,7 @@ ENTRYPOINT ["/sharness-fs"]
 
 # world: the offline "outside world" of the demo and the e2e suite (DNS, HTTPS with a throwaway
 # CA, a git repository, a redirector, echo). Test infrastructure, not a component: it never
-# runs in a real stack. Its TLS leaf comes by environment (hack/worldca).
+# runs in a real stack. Its TLS leaf comes by environment (testkit/worldca).
 FROM scratch AS world
 ARG VERSION=dev
 ARG SOURCE=https://github.com/sharness-ai/sharness

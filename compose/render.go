@@ -233,7 +233,7 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 		// No memlock ulimit: raising it needs CAP_SYS_RESOURCE in the engine, which some hosts
 		// (this project's CI among them) do not give, and then no container starts. kms locks
 		// all its memory only when the limit is unlimited, and reports the degradation when not
-		// (internal/kms/hygiene); an override file can raise it where the engine may.
+		// (images/kms/hygiene); an override file can raise it where the engine may.
 	}
 	for _, w := range pbp.WorkspaceMounts(c) {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: path.Join(workspaceSource, w.Rel),

@@ -493,7 +493,7 @@ func TestClaudeCodeImage(t *testing.T) {
 // the default policy, which admits Claude Code 2.1.332's model, betas and tool lists:
 //   - mcp-list: `claude mcp list` shows the stack's bash and fs servers connected;
 //   - prompt: `claude -p` prints the offline model's answer to the prompt, through llm;
-//   - bash-tool: the model asks for the bash MCP tool (images/model: "use tool NAME {input}"),
+//   - bash-tool: the model asks for the bash MCP tool (testkit/model: "use tool NAME {input}"),
 //     bash runs the command in a sandbox (its log line: the command's hash, "ran", exit 0) and
 //     Claude Code's answer quotes the output, which only a shell could make of the command;
 //   - subagent: the model asks for an Explore subagent, whose requests (their own tool list) go

@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// recordURL is where the offline model shows what reached it (images/model), from the host.
+// recordURL is where the offline model shows what reached it (testkit/model), from the host.
 const recordURL = "http://10.214.0.11:8099/_record"
 
 // modelDoors are the doors sharness-modelprobe -model -key-stdin must report, each refused for

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 // recordComponents are the components that keep an audit log in the default stack.

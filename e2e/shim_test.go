@@ -13,7 +13,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/sharness-ai/sharness/runtime/shim"
+	"github.com/sharness-ai/sharness/host/shim"
 )
 
 // bundleDirs are where Docker's containerd keeps each running container's OCI bundle: Engine

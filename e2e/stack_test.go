@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/internal/testca"
 	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/testkit/testca"
 )
 
 // stack runs docker compose on the root docker-compose.yml and the offline world overlay, as
@@ -54,7 +54,7 @@ func newStackAt(t *testing.T, root string, env ...string) *stack {
 	return s
 }
 
-// worldTLS is what hack/worldca hands the offline world: a throwaway leaf for the test hosts and
+// worldTLS is what testkit/worldca hands the offline world: a throwaway leaf for the test hosts and
 // api.anthropic.com, and its CA.
 func worldTLS(t *testing.T) []string {
 	t.Helper()

@@ -6,7 +6,7 @@
 # Measures, per command, p50 and p90 of: plain `bash -c true`, unshare(1) (--user
 # --map-root-user --pid --net --mount --fork), bwrap (--unshare-all --ro-bind / / --dev /dev
 # --proc /proc) and our sandbox (analyse) for `true` and for `cat` of a 1 MB file, then the cost
-# each adds to plain bash and our added cost ÷ unshare's and ÷ bwrap's (internal/sandbox's
+# each adds to plain bash and our added cost ÷ unshare's and ÷ bwrap's (images/bash/sandbox's
 # BenchmarkSandbox). Then the same sandbox with sharness-bash's set of packages as its init, and
 # a whole tool call through MCP (images/bash's BenchmarkBashTool).
 #
@@ -31,8 +31,8 @@ fi
 command -v unshare >/dev/null || log "unshare missing (util-linux): it will not be measured"
 
 log "kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RUNS runs each"
-echo "== sandbox (internal/sandbox BenchmarkSandbox; init: the package's test binary)"
-CGO_ENABLED=0 go test -run '^$' -bench '^BenchmarkSandbox$' -benchtime "${RUNS}x" -count 1 ./internal/sandbox |
+echo "== sandbox (images/bash/sandbox BenchmarkSandbox; init: the package's test binary)"
+CGO_ENABLED=0 go test -run '^$' -bench '^BenchmarkSandbox$' -benchtime "${RUNS}x" -count 1 ./images/bash/sandbox |
 	sed -n '/runs each/,/^PASS/p' | sed -e 's/^ *bench_test.go:[0-9]*: //' -e '/^PASS/d'
 echo
 echo "== tool (images/bash BenchmarkBashTool; init: a binary with sharness-bash's packages)"

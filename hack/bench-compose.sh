@@ -34,7 +34,7 @@ docker info >/dev/null 2>&1 || die "no Docker engine answers: start one (hack/en
 docker compose version >/dev/null 2>&1 || die "no docker compose plugin: hack/engine.sh install builds it"
 SHARNESS_AI_POLICY_HASH=$(go run ./cmd/sharness-ai hash)
 export SHARNESS_AI_POLICY_HASH
-eval "$(go run ./hack/worldca)"
+eval "$(go run ./testkit/worldca)"
 
 services=$(compose config --services)
 n=$(printf '%s\n' "$services" | wc -l)

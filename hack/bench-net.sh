@@ -19,7 +19,7 @@
 #   BENCH_NET_NOLIMIT     1 (default) also runs net with its per-caller flood brake raised out of
 #                         the way (-rate-per-caller 1000000/1000000): a diagnostic peer that tells
 #                         the proxy's mechanics from its brake. 0 skips it.
-#   BENCH_NET_PROFILE     1 builds net with its diagnostic CPU profiles (internal/benchprofile:
+#   BENCH_NET_PROFILE     1 builds net with its diagnostic CPU profiles (testkit/benchprofile:
 #                         /tmp/sharness-net-<pid>.<n>.prof, one per 10 s; read with go tool pprof)
 #   BENCH_OUT             JSON results file (default hack/bench/results/net-<UTC date>.json;
 #                         hack/bench/results/ is git-ignored)
@@ -66,7 +66,7 @@ log "building sharness-net (CGO_ENABLED=0 -trimpath), sharness-ai and netbench"
 CGO_ENABLED=0 go build -trimpath ${BENCH_NET_PROFILE:+-tags netprofile} -o "$WORK/sharness-net" ./images/net
 go build -o "$WORK/sharness-ai" ./cmd/sharness-ai
 go build ${BENCH_NET_PROFILE:+-tags netprofile} -o "$WORK/netbench" ./hack/bench/netbench
-NETVERSION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- images/net internal/egress 2>/dev/null || echo +uncommitted-changes)"
+NETVERSION="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- images/net images/net/egress 2>/dev/null || echo +uncommitted-changes)"
 nolimit_flag=()
 if [ "$NOLIMIT" = 1 ]; then
 	nolimit_flag=(-net-nolimit 1000000/1000000) # the same binary, its flood brake out of the way

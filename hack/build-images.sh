@@ -87,10 +87,10 @@ bare_repo() {
 prepare_agent() {
 	local rootfs=$BIN/agent-rootfs
 	gobuild ./images/agent "$BIN/sharness-agent"
-	gobuild ./images/probe "$BIN/sharness-probe"
-	gobuild ./images/modelprobe "$BIN/sharness-modelprobe"
-	gobuild ./images/shellprobe "$BIN/sharness-shellprobe"
-	gobuild ./images/fsprobe "$BIN/sharness-fsprobe"
+	gobuild ./testkit/probe "$BIN/sharness-probe"
+	gobuild ./testkit/modelprobe "$BIN/sharness-modelprobe"
+	gobuild ./testkit/shellprobe "$BIN/sharness-shellprobe"
+	gobuild ./testkit/fsprobe "$BIN/sharness-fsprobe"
 	rm -rf "$rootfs"
 	mkdir -p "$rootfs/etc" "$rootfs/tmp" "$rootfs/workspace"
 	chmod 1777 "$rootfs/tmp"
@@ -187,7 +187,7 @@ prepare_kms() {
 
 prepare_world() {
 	local rootfs=$BIN/world-rootfs
-	gobuild ./images/world "$BIN/sharness-world"
+	gobuild ./testkit/world "$BIN/sharness-world"
 	rm -rf "$rootfs"
 	mkdir -p "$rootfs/srv"
 	cp "$BIN/sharness-world" "$rootfs/"
@@ -197,7 +197,7 @@ prepare_world() {
 
 # model: the offline Messages API (test infrastructure, like world).
 prepare_model() {
-	gobuild ./images/model "$BIN/sharness-model"
+	gobuild ./testkit/model "$BIN/sharness-model"
 }
 
 mkdir -p "$BIN" "$BIN/empty" # bin/empty: the audit and gate folders the Dockerfile makes

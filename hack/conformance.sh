@@ -270,7 +270,7 @@ filter() {
 # Differences the shim keeps on purpose (docs/conformance.md says why each one): a lost result
 # listed here is reported as "deliberate", not as a failure.
 DELIBERATE=(
-	# runtime/shim.LoadSpec refuses keys that differ only in case (cpu and CPU): a spec that reads
+	# host/shim.LoadSpec refuses keys that differ only in case (cpu and CPU): a spec that reads
 	# two ways is refused rather than guessed at; no engine writes one.
 	"update cpuset parameters via resources.CPU"
 )

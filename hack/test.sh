@@ -6,4 +6,4 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$ROOT/hack/check.sh"
 "$ROOT/hack/e2e.sh"
-(cd "$ROOT" && go test -tags browser -count=1 ./internal/dashboard/)
+(cd "$ROOT" && go test -tags browser -count=1 ./host/dashboard/)

@@ -71,7 +71,7 @@ else
 	key="sk-ant-api03-offline-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 	export SHARNESS_MODEL_EXPECT_KEY_SHA256=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
 	# The offline world's throwaway TLS leaf and CA, handed to world, model, llm and the probe.
-	eval "$(go run ./hack/worldca)"
+	eval "$(go run ./testkit/worldca)"
 fi
 export SHARNESS_AI_SECRETS_DIR=$work/secrets
 mkdir -m 0755 "$SHARNESS_AI_SECRETS_DIR"

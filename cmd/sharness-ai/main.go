@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/sharness-ai/sharness/internal/cli"
+	"github.com/sharness-ai/sharness/host/cli"
 )
 
 func main() { os.Exit(cli.Main(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/sharness-ai/sharness/internal/sidedoor"
 	"github.com/sharness-ai/sharness/policies/landlock"
+	"github.com/sharness-ai/sharness/testkit/sidedoor"
 )
 
 // The test binary plays both parts, as go-landlock's own tests do (a domain cannot be undone, so

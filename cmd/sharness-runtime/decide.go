@@ -8,9 +8,9 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sharness-ai/sharness/host/shim"
 	"github.com/sharness-ai/sharness/internal/strictjson"
 	"github.com/sharness-ai/sharness/policies/landlock"
-	"github.com/sharness-ai/sharness/runtime/shim"
 )
 
 const (

@@ -13,9 +13,9 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sharness-ai/sharness/host/shim"
 	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/landlock"
-	"github.com/sharness-ai/sharness/runtime/shim"
 )
 
 // fakeHost is the machine as a map; every access is recorded so that pass-through cases can

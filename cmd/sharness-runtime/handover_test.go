@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/sharness-ai/sharness/runtime/shim"
+	"github.com/sharness-ai/sharness/host/shim"
 )
 
 // The handover replaces the process, so these tests run the test binary itself as the shim

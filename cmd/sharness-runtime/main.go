@@ -5,8 +5,8 @@
 // checkpoint and logs keep working unchanged (DESIGN.md §5, issue 6).
 //
 // Identification: the container's marker (SHARNESS_AI_COMPONENT / SHARNESS_AI_POLICY in its
-// env or annotations, read by runtime/shim.Identify). A marked container is checked against
-// runtime/shim.PolicyPath($SHARNESS_RUNTIME_POLICIES or /etc/sharness-ai/policies, policy,
+// env or annotations, read by host/shim.Identify). A marked container is checked against
+// host/shim.PolicyPath($SHARNESS_RUNTIME_POLICIES or /etc/sharness-ai/policies, policy,
 // component); a missing or unreadable compiled policy is a refusal. An unmarked container passes
 // through unchanged unless /etc/sharness-ai/strict exists (strict mode), where it is refused.
 // exec and update name a container, not a bundle: its bundle comes from `runc state`.
@@ -23,7 +23,7 @@
 // default. The config.json it checks is read again by runc (an exec's process is not: runc gets
 // the checked bytes in a memfd): it must live where only root writes (containerd's bundles do).
 // Between its check and runc's start nothing else is compared; what no OCI field carries it adds
-// through the Landlock helper (runtime/shim.Confine).
+// through the Landlock helper (host/shim.Confine).
 package main
 
 import (

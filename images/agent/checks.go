@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sharness-ai/sharness/internal/reexec"
+	"github.com/sharness-ai/sharness/testkit/reexec"
 )
 
 // result is one line of the self-report.
@@ -131,7 +131,7 @@ func deniedResult(check string, returnsFD bool, r uintptr, errno unix.Errno) res
 	return judge(check, "EPERM", "EPERM", true, "denied by the seccomp filter")
 }
 
-// ptraceTraceme runs PTRACE_TRACEME in a re-executed child (internal/reexec): were it allowed,
+// ptraceTraceme runs PTRACE_TRACEME in a re-executed child (testkit/reexec): were it allowed,
 // the agent would become the tracee of whatever started it.
 func ptraceTraceme() result {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -24,7 +24,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/sharness-ai/sharness/internal/reexec"
+	"github.com/sharness-ai/sharness/testkit/reexec"
 )
 
 type config struct {

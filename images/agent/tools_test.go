@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sharness-ai/sharness/internal/messages"
+	"github.com/sharness-ai/sharness/images/llm/messages"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 

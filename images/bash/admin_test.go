@@ -16,8 +16,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharness-ai/sharness/images/bash/sandbox"
 	"github.com/sharness-ai/sharness/internal/gate"
-	"github.com/sharness-ai/sharness/internal/sandbox"
 )
 
 // operatorKey is the test's operator key: the test plays the person on the host.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/internal/sandbox"
+	"github.com/sharness-ai/sharness/images/bash/sandbox"
 )
 
 var argsTests = []struct {

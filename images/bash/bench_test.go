@@ -13,7 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sharness-ai/sharness/internal/sandbox"
+	"github.com/sharness-ai/sharness/images/bash/sandbox"
 )
 
 // BenchmarkBashTool measures, interleaved in one run with plain bash running the same command
@@ -22,7 +22,7 @@ import (
 // and one bash tool call through the whole server (streamable HTTP, MCP, the argument checks,
 // the sandbox, the secret filter). The 1 MB file is text: control bytes would be replaced
 // (printable). It reports each variant's p50 and p90 in milliseconds and the cost added at p50.
-// internal/sandbox's BenchmarkSandbox compares the sandbox with unshare(1) and bwrap.
+// images/bash/sandbox's BenchmarkSandbox compares the sandbox with unshare(1) and bwrap.
 //
 //	go test -run '^$' -bench BenchmarkBashTool -benchtime 200x ./images/bash
 func BenchmarkBashTool(b *testing.B) {

@@ -1,6 +1,6 @@
 // Command sharness-bash is the bash component: the agent's shell, as one MCP tool, "bash",
 // served over streamable HTTP at /mcp on :8090 (plain HTTP on the agent's edge network), with
-// GET /healthz. Every call runs one command in a fresh sandbox (internal/sandbox) under the
+// GET /healthz. Every call runs one command in a fresh sandbox (images/bash/sandbox) under the
 // profile it names, if the policy's business.bash.profiles allows it: analyse (no network,
 // workspace read-only), build (net's proxy only, workspace read-write) or admin (build's rights,
 // and a person's approval of each command). What the command printed passes the secret filter
@@ -19,7 +19,7 @@
 // profiles and a read-write workspace, and the kernel gives every sandbox what it needs
 // (sandbox.Check, sandbox.Plan); -unsafe-best-effort starts anyway and logs every degradation.
 //
-// What it does not guarantee: see internal/sandbox and internal/secretfilter. The agent may run
+// What it does not guarantee: see images/bash/sandbox and internal/secretfilter. The agent may run
 // many commands at once; only the container's limits bound them together. A command's output is
 // whatever it printed: it can say anything, including lies about what it did.
 package main
@@ -41,10 +41,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharness-ai/sharness/images/bash/sandbox"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/healthz"
-	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 	"github.com/sharness-ai/sharness/internal/serve"
 	"github.com/sharness-ai/sharness/internal/session"

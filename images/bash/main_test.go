@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/sharness-ai/sharness/images/bash/sandbox"
 	"github.com/sharness-ai/sharness/internal/gate"
-	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sharness-ai/sharness/images/bash/sandbox"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/gate"
-	"github.com/sharness-ai/sharness/internal/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 )
 

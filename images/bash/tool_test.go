@@ -15,7 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sharness-ai/sharness/internal/sandbox"
+	"github.com/sharness-ai/sharness/images/bash/sandbox"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 )
 
@@ -44,7 +44,7 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 
 var testSandbox = sync.OnceValues(func() (*sandbox.Sandbox, error) {
 	f := sandbox.Check(context.Background())
-	f.Root = false // the process limit is internal/sandbox's to test (as nobody)
+	f.Root = false // the process limit is images/bash/sandbox's to test (as nobody)
 	s, _, err := sandbox.Plan(f, false)
 	return s, err
 })

@@ -18,25 +18,25 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/sharness-ai/sharness/images/fs/guard"
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/fsguard"
 	"github.com/sharness-ai/sharness/internal/gate"
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 // fakeGate answers after delay, or refuses with approval_timeout when the request's context
 // ends first, and records the summaries it was asked about.
 type fakeGate struct {
-	answer fsguard.Approval
+	answer guard.Approval
 	delay  time.Duration
 	mu     sync.Mutex
 	asked  []string // action: summary
 	left   chan struct{}
 }
 
-func (f *fakeGate) Approve(ctx context.Context, action string, _ []byte, summary string) (fsguard.Approval, error) {
+func (f *fakeGate) Approve(ctx context.Context, action string, _ []byte, summary string) (guard.Approval, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, action+": "+summary)
 	f.mu.Unlock()
@@ -45,17 +45,17 @@ func (f *fakeGate) Approve(ctx context.Context, action string, _ []byte, summary
 		return f.answer, nil
 	case <-ctx.Done():
 		close(f.left)
-		return fsguard.Approval{Reason: fsguard.ReasonTimeout}, ctx.Err()
+		return guard.Approval{Reason: guard.ReasonTimeout}, ctx.Err()
 	}
 }
 
-var approved = fsguard.Approval{OK: true, Reason: "approved"}
+var approved = guard.Approval{OK: true, Reason: "approved"}
 
 // TestApproval is the decision path of a change to an ask path through fs's API, with a fake gate.
 func TestApproval(t *testing.T) {
 	for _, c := range []struct {
 		name, path, body string
-		answer           fsguard.Approval
+		answer           guard.Approval
 		delay            time.Duration
 		status           int
 		deny             string
@@ -66,9 +66,9 @@ func TestApproval(t *testing.T) {
 			"fs.write: write .git/hooks/pre-commit (10 bytes)", ".git/hooks/pre-commit", "#!/bin/sh\n"},
 		{"approved after a long wait", "/v1/write", `{"path":".envrc","content":"export A=1\n","mode":"0600"}`, approved, 1500 * time.Millisecond, 200, "",
 			"fs.write: write .envrc (11 bytes, mode 0600)", ".envrc", "export A=1\n"},
-		{"denied", "/v1/write", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\n"}`, fsguard.Approval{Reason: fsguard.ReasonDenied}, 0, 403, "approval_denied",
+		{"denied", "/v1/write", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\n"}`, guard.Approval{Reason: guard.ReasonDenied}, 0, 403, "approval_denied",
 			"fs.write: write .git/hooks/pre-commit (10 bytes)", ".git/hooks/pre-commit", ""},
-		{"timeout", "/v1/write", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\n"}`, fsguard.Approval{Reason: fsguard.ReasonTimeout}, 0, 403, "approval_timeout",
+		{"timeout", "/v1/write", `{"path":".git/hooks/pre-commit","content":"#!/bin/sh\n"}`, guard.Approval{Reason: guard.ReasonTimeout}, 0, 403, "approval_timeout",
 			"fs.write: write .git/hooks/pre-commit (10 bytes)", ".git/hooks/pre-commit", ""},
 		{"approval never lets key material through", "/v1/write", js(map[string]string{"path": ".envrc", "content": pemKey(t)}), approved, 0, 403, "secret",
 			"", ".envrc", "old\n"},
@@ -78,7 +78,7 @@ func TestApproval(t *testing.T) {
 			"fs.delete: delete .git/hooks/pre-push", ".git/hooks/pre-push", ""},
 		{"approved rename", "/v1/rename", `{"from":".claude/commands/old.md","to":".git/hooks/pre-commit"}`, approved, 0, 200, "",
 			"fs.rename: rename .claude/commands/old.md to .git/hooks/pre-commit (4 bytes, mode 0644)", ".git/hooks/pre-commit", "old\n"},
-		{"not an ask path", "/v1/write", `{"path":".claude/x","content":"x"}`, fsguard.Approval{Reason: fsguard.ReasonDenied}, 0, 200, "",
+		{"not an ask path", "/v1/write", `{"path":".claude/x","content":"x"}`, guard.Approval{Reason: guard.ReasonDenied}, 0, 200, "",
 			"", ".claude/x", "x"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -138,12 +138,12 @@ func TestApprovalWaitEndsWithTheRequest(t *testing.T) {
 func TestApprovalMCP(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		answer  fsguard.Approval
+		answer  guard.Approval
 		isError bool
 		text    string
 	}{
 		{"approved", approved, false, `"ok":true`},
-		{"denied", fsguard.Approval{Reason: fsguard.ReasonDenied}, true, "approval_denied: the write of \".git/hooks/pre-commit\" needs a person's approval"},
+		{"denied", guard.Approval{Reason: guard.ReasonDenied}, true, "approval_denied: the write of \".git/hooks/pre-commit\" needs a person's approval"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newGatedFixture(t, &fakeGate{answer: c.answer, delay: 300 * time.Millisecond, left: make(chan struct{})})
@@ -178,11 +178,11 @@ func TestApprovalWithGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := gate.Open(gate.Config{Dir: dir, Component: "fs", Policy: "sha256:" + strings.Repeat("b", 64), Operator: pub, Tiers: fsguard.Tiers, Timeout: 10 * time.Second})
+	g, err := gate.Open(gate.Config{Dir: dir, Component: "fs", Policy: "sha256:" + strings.Repeat("b", 64), Operator: pub, Tiers: guard.Tiers, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newGatedFixture(t, fsguard.GateApprover(g))
+	f := newGatedFixture(t, guard.GateApprover(g))
 	for _, d := range []gate.Decision{gate.Deny, gate.Approve} {
 		seen := make(chan gate.Request, 1)
 		go func() {
@@ -239,7 +239,7 @@ func TestRunGate(t *testing.T) {
 		*x509bundle.Bundle
 	}{ca.SVID(t, "fs"), ca.Bundle()}
 	ws := t.TempDir()
-	if _, err := fsguard.Prepare(ws, m.Component("fs").Protected); err != nil {
+	if _, err := guard.Prepare(ws, m.Component("fs").Protected); err != nil {
 		t.Fatal(err)
 	}
 	missing, present := filepath.Join(t.TempDir(), "none"), t.TempDir()

@@ -8,10 +8,10 @@
 //	GET  /healthz    (`sharness-fs health` asks it on the loopback: the compose file's healthcheck)
 //	/mcp             the same as MCP tools fs_write, fs_delete, fs_rename (streamable HTTP)
 //
-// internal/fsguard decides and carries out each change; this command decodes requests strictly,
+// images/fs/guard decides and carries out each change; this command decodes requests strictly,
 // answers, and logs one JSON line per decision (never content). It refuses to start unless its
 // policy is kind fs with the workspace mounted read-write, and unless every protected path exists
-// (`sharness-ai workspace init` makes them on the host; fs never does, see fsguard.Prepare).
+// (`sharness-ai workspace init` makes them on the host; fs never does, see guard.Prepare).
 //
 // A change to a path the policy lists under business.fs.ask waits for the operator's decision
 // through the approval gate (internal/gate, docs/gate.md): fs writes a request to its gate folder
@@ -22,7 +22,7 @@
 // without the gate folder, fs still serves and refuses every change to an ask path
 // (approval_unavailable), saying at start which is missing.
 //
-// What it does not guarantee: see internal/fsguard and internal/gate. Anyone on the agent's edge
+// What it does not guarantee: see images/fs/guard and internal/gate. Anyone on the agent's edge
 // network can call it; it trusts that network to hold only the agent.
 package main
 
@@ -40,8 +40,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharness-ai/sharness/images/fs/guard"
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/fsguard"
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/healthz"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
@@ -102,14 +102,14 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("refusing to start: secret filter: %w", err)
 	}
-	g, err := fsguard.Open(cfg.workspace, rules, filter)
-	if errors.Is(err, fsguard.ErrMissing) {
+	g, err := guard.Open(cfg.workspace, rules, filter)
+	if errors.Is(err, guard.ErrMissing) {
 		return fmt.Errorf("refusing to start: %w; run `sharness-ai workspace init` on the host before starting the stack", err)
 	} else if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	defer g.Close()
-	gt, err := cfg.gate.Open(gate.Config{Component: c.Name, Policy: m.Hash, Tiers: fsguard.Tiers, Log: log}, "every change to an ask path (business.fs.ask)")
+	gt, err := cfg.gate.Open(gate.Config{Component: c.Name, Policy: m.Hash, Tiers: guard.Tiers, Log: log}, "every change to an ask path (business.fs.ask)")
 	if err != nil {
 		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gate.Dir, err)
 	}
@@ -118,7 +118,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer closeRec(log)
-	s := newServer(g, fsguard.GateApprover(gt), rules.MaxFileSize(), log)
+	s := newServer(g, guard.GateApprover(gt), rules.MaxFileSize(), log)
 	s.rec = rec
 
 	ln, err := net.Listen("tcp", cfg.listen)
@@ -137,8 +137,8 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 
 // compileRules reads fs's rules from its effective policy; business.fs unset means the defaults
 // (a 1 MiB cap, no exec bits, nothing to ask).
-func compileRules(c *pbp.Component) (*fsguard.Rules, error) {
-	p := fsguard.Policy{Protected: c.Protected}
+func compileRules(c *pbp.Component) (*guard.Rules, error) {
+	p := guard.Policy{Protected: c.Protected}
 	if r := c.Business.FS; r != nil {
 		p.Ask, p.ExecBits = r.Ask, r.ExecBits != nil && *r.ExecBits
 		if r.MaxFileSize != "" {
@@ -149,5 +149,5 @@ func compileRules(c *pbp.Component) (*fsguard.Rules, error) {
 			p.MaxFileSize = n
 		}
 	}
-	return fsguard.Compile(p)
+	return guard.Compile(p)
 }

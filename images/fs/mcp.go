@@ -9,7 +9,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sharness-ai/sharness/internal/fsguard"
+	"github.com/sharness-ai/sharness/images/fs/guard"
 )
 
 // tools are the MCP face of the JSON API: the same inputs, read by the same strict decoder (so
@@ -31,16 +31,16 @@ func (s *server) mcpServer() *mcp.Server {
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				o, bad := decode(t.op, req.Params.Arguments)
 				if bad != nil {
-					s.record("mcp", fsguard.Change{Op: t.op}, "deny", bad.reason, fsguard.Result{}, nil)
+					s.record("mcp", guard.Change{Op: t.op}, "deny", bad.reason, guard.Result{}, nil)
 					return toolError(bad.reason, bad.message), nil
 				}
 				res, err := s.do(ctx, "mcp", o) // a change to an ask path waits here for the operator
-				var ref *fsguard.Refusal
+				var ref *guard.Refusal
 				switch {
 				case errors.As(err, &ref):
 					return toolError(string(ref.Reason), ref.Message), nil
 				case err != nil:
-					return toolError(string(fsguard.ReasonIO), "fs failed"), nil
+					return toolError(string(guard.ReasonIO), "fs failed"), nil
 				}
 				b, _ := json.Marshal(answerOf(res))
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil

@@ -14,20 +14,20 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sharness-ai/sharness/images/fs/guard"
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/fsguard"
 	"github.com/sharness-ai/sharness/internal/strictjson"
 )
 
-// Reasons for requests fs cannot read, beside fsguard's.
+// Reasons for requests fs cannot read, beside guard's.
 const (
 	reasonBadJSON  = "invalid_json"  // not one strict JSON object
 	reasonBadField = "invalid_field" // a field missing, unknown, or of the wrong type
 )
 
 type server struct {
-	g       *fsguard.Guard
-	gate    fsguard.Approver // asked about every change to an ask path
+	g       *guard.Guard
+	gate    guard.Approver // asked about every change to an ask path
 	log     *slog.Logger
 	rec     *audit.Writer // fs's audit log; nil records nothing
 	maxBody int64
@@ -35,7 +35,7 @@ type server struct {
 
 // newServer caps bodies at the largest file in base64 (4/3) plus room for the rest of the
 // request; content sent as a JSON string with many escapes can need more, and is refused 413.
-func newServer(g *fsguard.Guard, gate fsguard.Approver, maxFile int64, log *slog.Logger) *server {
+func newServer(g *guard.Guard, gate guard.Approver, maxFile int64, log *slog.Logger) *server {
 	return &server{g: g, gate: gate, log: log, maxBody: maxFile/3*4 + 4 + 64<<10}
 }
 
@@ -63,21 +63,21 @@ var known = map[string][]string{"write": {"path", "content", "content_base64", "
 
 // decode reads the body of operation name (write, delete, rename) strictly: one JSON object,
 // no duplicate keys, no key but the known ones spelled exactly, every field of its type.
-func decode(name string, body []byte) (fsguard.Change, *badRequest) {
+func decode(name string, body []byte) (guard.Change, *badRequest) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}") // MCP arguments may be absent: then every field is missing
 	}
 	if err := strictjson.Check(body, 2); err != nil {
-		return fsguard.Change{}, &badRequest{reasonBadJSON, "the body is not one strict JSON object: " + err.Error()}
+		return guard.Change{}, &badRequest{reasonBadJSON, "the body is not one strict JSON object: " + err.Error()}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
-		return fsguard.Change{}, &badRequest{reasonBadJSON, "the body must be a JSON object"}
+		return guard.Change{}, &badRequest{reasonBadJSON, "the body must be a JSON object"}
 	}
 	// Keys must be spelled exactly: encoding/json would also match "PATH" to path.
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !slices.Contains(known[name], k) {
-			return fsguard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("unknown field %q (%s takes %s)", k, name, strings.Join(known[name], ", "))}
+			return guard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("unknown field %q (%s takes %s)", k, name, strings.Join(known[name], ", "))}
 		}
 	}
 	var w writeRequest
@@ -87,30 +87,30 @@ func decode(name string, body []byte) (fsguard.Change, *badRequest) {
 	if err := json.Unmarshal(body, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return fsguard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("field %s: must be a %s", typeErr.Field, typeErr.Type.String())}
+			return guard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("field %s: must be a %s", typeErr.Field, typeErr.Type.String())}
 		}
-		return fsguard.Change{}, &badRequest{reasonBadJSON, "the body is not a request: " + err.Error()}
+		return guard.Change{}, &badRequest{reasonBadJSON, "the body is not a request: " + err.Error()}
 	}
 	switch name {
 	case "delete":
-		return fsguard.Change{Op: name, Path: d.Path}, required("path", d.Path)
+		return guard.Change{Op: name, Path: d.Path}, required("path", d.Path)
 	case "rename":
-		return fsguard.Change{Op: name, Path: r.From, To: r.To}, cmpOr(required("from", r.From), required("to", r.To))
+		return guard.Change{Op: name, Path: r.From, To: r.To}, cmpOr(required("from", r.From), required("to", r.To))
 	}
-	o := fsguard.Change{Op: name, Path: w.Path, Mode: w.Mode}
+	o := guard.Change{Op: name, Path: w.Path, Mode: w.Mode}
 	switch {
 	case w.Content != nil && w.ContentBase64 != nil:
-		return fsguard.Change{}, &badRequest{reasonBadField, "fields content and content_base64: give one, not both"}
+		return guard.Change{}, &badRequest{reasonBadField, "fields content and content_base64: give one, not both"}
 	case w.Content != nil:
 		o.Content = []byte(*w.Content)
 	case w.ContentBase64 != nil:
 		b, err := base64.StdEncoding.Strict().DecodeString(*w.ContentBase64)
 		if err != nil {
-			return fsguard.Change{}, &badRequest{reasonBadField, "field content_base64: not standard base64 (RFC 4648 with padding)"}
+			return guard.Change{}, &badRequest{reasonBadField, "field content_base64: not standard base64 (RFC 4648 with padding)"}
 		}
 		o.Content = b
 	default:
-		return fsguard.Change{}, &badRequest{reasonBadField, "field content: missing (give content, a UTF-8 string, or content_base64)"}
+		return guard.Change{}, &badRequest{reasonBadField, "field content: missing (give content, a UTF-8 string, or content_base64)"}
 	}
 	return o, required("path", w.Path)
 }
@@ -132,9 +132,9 @@ func cmpOr(a, b *badRequest) *badRequest {
 // do carries out o, asking the gate first about a change to an ask path (blocking until the
 // operator decides, the request expires or ctx ends), and writes the decision's one log line;
 // via is the door (http, mcp).
-func (s *server) do(ctx context.Context, via string, o fsguard.Change) (fsguard.Result, error) {
+func (s *server) do(ctx context.Context, via string, o guard.Change) (guard.Result, error) {
 	res, err := s.g.Apply(ctx, o, s.gate)
-	var ref *fsguard.Refusal
+	var ref *guard.Refusal
 	if errors.As(err, &ref) {
 		s.record(via, o, "deny", string(ref.Reason), res, errors.Unwrap(ref))
 	} else {
@@ -145,9 +145,9 @@ func (s *server) do(ctx context.Context, via string, o fsguard.Change) (fsguard.
 
 // record is the canonical decision line: constant keys, never content. digest is the approval
 // request's, when the gate was asked.
-func (s *server) record(via string, o fsguard.Change, decision, reason string, res fsguard.Result, cause error) {
+func (s *server) record(via string, o guard.Change, decision, reason string, res guard.Result, cause error) {
 	n := int64(len(o.Content)) // what a write brought, refused or not; what a delete or rename moved
-	if o.Op != fsguard.OpWrite {
+	if o.Op != guard.OpWrite {
 		n = res.Bytes
 	}
 	attrs := []any{"via", via, "op", o.Op, "path", clip(o.Path), "to", clip(o.To), "decision", decision, "reason", reason,
@@ -188,7 +188,7 @@ type answer struct {
 	Created          bool   `json:"created"`
 }
 
-func answerOf(r fsguard.Result) answer {
+func answerOf(r guard.Result) answer {
 	return answer{OK: true, Path: r.Path, Bytes: r.Bytes, ExecBitsStripped: r.ExecBitsStripped, Created: r.Created}
 }
 
@@ -198,8 +198,8 @@ func (s *server) api(name string) http.HandlerFunc {
 		var tooBig *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooBig):
-			s.record("http", fsguard.Change{Op: name}, "deny", string(fsguard.ReasonTooLarge), fsguard.Result{}, nil)
-			deny(w, http.StatusRequestEntityTooLarge, "request_too_large", string(fsguard.ReasonTooLarge),
+			s.record("http", guard.Change{Op: name}, "deny", string(guard.ReasonTooLarge), guard.Result{}, nil)
+			deny(w, http.StatusRequestEntityTooLarge, "request_too_large", string(guard.ReasonTooLarge),
 				fmt.Sprintf("the body is larger than %d bytes (give large files as content_base64)", s.maxBody))
 			return
 		case err != nil:
@@ -208,18 +208,18 @@ func (s *server) api(name string) http.HandlerFunc {
 		}
 		o, bad := decode(name, body)
 		if bad != nil {
-			s.record("http", fsguard.Change{Op: name}, "deny", bad.reason, fsguard.Result{}, nil)
+			s.record("http", guard.Change{Op: name}, "deny", bad.reason, guard.Result{}, nil)
 			deny(w, http.StatusBadRequest, "invalid_request_error", bad.reason, bad.message)
 			return
 		}
 		res, err := s.do(r.Context(), "http", o)
-		var ref *fsguard.Refusal
+		var ref *guard.Refusal
 		switch {
 		case errors.As(err, &ref):
 			status, typ := statusOf(ref.Reason)
 			deny(w, status, typ, string(ref.Reason), ref.Message)
 		case err != nil:
-			deny(w, http.StatusInternalServerError, "api_error", string(fsguard.ReasonIO), "fs failed")
+			deny(w, http.StatusInternalServerError, "api_error", string(guard.ReasonIO), "fs failed")
 		default:
 			reply(w, http.StatusOK, answerOf(res))
 		}
@@ -227,15 +227,15 @@ func (s *server) api(name string) http.HandlerFunc {
 }
 
 // statusOf maps a refusal to its HTTP status and error type; policy decisions are 403.
-func statusOf(r fsguard.Reason) (int, string) {
+func statusOf(r guard.Reason) (int, string) {
 	switch r {
-	case fsguard.ReasonTooLarge:
+	case guard.ReasonTooLarge:
 		return http.StatusRequestEntityTooLarge, "request_too_large"
-	case fsguard.ReasonNotFound:
+	case guard.ReasonNotFound:
 		return http.StatusNotFound, "not_found_error"
-	case fsguard.ReasonExists, fsguard.ReasonNotEmpty:
+	case guard.ReasonExists, guard.ReasonNotEmpty:
 		return http.StatusConflict, "conflict_error"
-	case fsguard.ReasonIO:
+	case guard.ReasonIO:
 		return http.StatusInternalServerError, "api_error"
 	}
 	return http.StatusForbidden, "permission_error"

@@ -21,7 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/sharness-ai/sharness/internal/fsguard"
+	"github.com/sharness-ai/sharness/images/fs/guard"
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -41,16 +41,16 @@ type fixture struct {
 // newFixture is fs as it starts without an operator key: every change to an ask path refused.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	return newGatedFixture(t, fsguard.GateApprover(nil))
+	return newGatedFixture(t, guard.GateApprover(nil))
 }
 
-func newGatedFixture(t *testing.T, gate fsguard.Approver) *fixture {
+func newGatedFixture(t *testing.T, gate guard.Approver) *fixture {
 	t.Helper()
 	f := &fixture{ws: t.TempDir(), log: &bytes.Buffer{}}
-	if _, err := fsguard.Prepare(f.ws, protected); err != nil {
+	if _, err := guard.Prepare(f.ws, protected); err != nil {
 		t.Fatal(err)
 	}
-	rules, err := fsguard.Compile(fsguard.Policy{Protected: protected, Ask: ask, MaxFileSize: 1 << 10})
+	rules, err := guard.Compile(guard.Policy{Protected: protected, Ask: ask, MaxFileSize: 1 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func newGatedFixture(t *testing.T, gate fsguard.Approver) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := fsguard.Open(f.ws, rules, filter)
+	g, err := guard.Open(f.ws, rules, filter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestCompileRules(t *testing.T) {
 	if _, err := compileRules(c); err == nil || !strings.Contains(err.Error(), "max_file_size") {
 		t.Fatalf("compileRules = %v, want a max_file_size error", err)
 	}
-	if r, err := compileRules(&pbp.Component{}); err != nil || r.MaxFileSize() != fsguard.DefaultMaxFileSize {
+	if r, err := compileRules(&pbp.Component{}); err != nil || r.MaxFileSize() != guard.DefaultMaxFileSize {
 		t.Fatalf("compileRules(no business.fs) = %v, %v", r, err)
 	}
 }

@@ -1,5 +1,5 @@
 // Command sharness-kms is the kms component: custody of the session's sealed secrets. It makes
-// its session identity at start (internal/kms/custody), prints the identity's public bundle as one
+// its session identity at start (images/kms/custody), prints the identity's public bundle as one
 // stdout line, "SHARNESS_AI_KMS_BUNDLE <json>", for `sharness-ai kms bundle` to pick up, and
 // serves the kms ops over mutual TLS only (internal/mtls) on :8443. It reads sealed secrets from
 // a read-only folder at each call. After destroy, or on SIGTERM, it scrubs the identity and exits.
@@ -36,10 +36,10 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/sharness-ai/sharness/images/kms/custody"
+	"github.com/sharness-ai/sharness/images/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/gate"
-	"github.com/sharness-ai/sharness/internal/kms/custody"
-	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/seal"
 	"github.com/sharness-ai/sharness/internal/session"

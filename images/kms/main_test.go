@@ -19,15 +19,15 @@ import (
 	"github.com/spiffe/go-spiffe/v2/bundle/x509bundle"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/sharness-ai/sharness/images/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/kms"
-	"github.com/sharness-ai/sharness/internal/kms/hygiene"
 	"github.com/sharness-ai/sharness/internal/mtls"
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
 	"github.com/sharness-ai/sharness/internal/seal"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 const fixture = "../../policies/testdata/full"

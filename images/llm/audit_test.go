@@ -11,7 +11,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 // TestAuditLog: each request is one event in llm's audit log, with its verdict, reason, model

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/internal/messages"
+	"github.com/sharness-ai/sharness/images/llm/messages"
 )
 
 // BenchmarkAddedLatency measures what llm adds to a call, against the named baseline of the same

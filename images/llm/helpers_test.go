@@ -14,7 +14,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sharness-ai/sharness/internal/messages"
+	"github.com/sharness-ai/sharness/images/llm/messages"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 

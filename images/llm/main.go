@@ -1,11 +1,11 @@
 // Command sharness-llm is the llm component: the agent's only way to the model. It serves the
 // Messages API on :8080 (plain HTTP on the agent's edge network: membership is the agent's
-// identity), checks every request against the policy's business.llm rules (internal/messages),
+// identity), checks every request against the policy's business.llm rules (images/llm/messages),
 // runs the secret filter over what the agent sends, drops the agent's placeholder key, adds the
 // real one (opened by kms over mTLS, for one request or key_cache_seconds), and sends the
 // request through net's mTLS proxy to the upstream, relaying streams event by event.
 //
-// What it does not guarantee: see internal/messages (the filter sees text, not intent). The
+// What it does not guarantee: see images/llm/messages (the filter sees text, not intent). The
 // session budget counts the usage the upstream reports, after each response: requests in flight
 // together can overshoot it, and a stream the agent cuts is counted as far as it was read. The
 // key is a Go string in the upstream request's headers for the request's lifetime, which no
@@ -26,10 +26,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sharness-ai/sharness/images/llm/messages"
+	"github.com/sharness-ai/sharness/images/llm/netdial"
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/messages"
 	"github.com/sharness-ai/sharness/internal/mtls"
-	"github.com/sharness-ai/sharness/internal/netdial"
 	"github.com/sharness-ai/sharness/internal/serve"
 	"github.com/sharness-ai/sharness/internal/session"
 	"github.com/sharness-ai/sharness/policies/pbp"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/internal/egress/approval"
+	"github.com/sharness-ai/sharness/images/net/approval"
 	"github.com/sharness-ai/sharness/internal/gate"
 )
 

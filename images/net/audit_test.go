@@ -13,7 +13,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 // TestAuditLog: every decision net logs is also in its audit log, with the verdict, rule,

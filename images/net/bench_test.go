@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/internal/egress/proxy"
+	"github.com/sharness-ai/sharness/images/net/relay"
 )
 
 // BenchmarkPlainForward: plain-HTTP absolute-URI requests through net, 32 callers at once on
@@ -19,7 +19,7 @@ import (
 // ratio of their ns/op is net's cost per forwarded request; hack/bench-net.sh measures the same
 // figure across processes, with smokescreen. The origin is the harness's local server.
 func BenchmarkPlainForward(b *testing.B) {
-	h := newHarness(b, withLimits(func(l *limits) { l.brake = proxy.Brake{Rate: 1e9, Burst: 1e9} }))
+	h := newHarness(b, withLimits(func(l *limits) { l.brake = relay.Brake{Rate: 1e9, Burst: 1e9} }))
 	h.start(b, nil, nil)
 	target := fmt.Sprintf("http://allowed.test:%d/", h.plainPort)
 	stdAddr := stdlibProxy(b)

@@ -10,12 +10,12 @@ import (
 	"net/netip"
 	"strconv"
 
-	"github.com/sharness-ai/sharness/internal/egress"
-	"github.com/sharness-ai/sharness/internal/egress/tunnel"
+	"github.com/sharness-ai/sharness/images/net/egress"
+	"github.com/sharness-ai/sharness/images/net/relay"
 )
 
 // connect serves CONNECT host:port: decide, resolve once, refuse if any address is special,
-// dial the one address it checked, then let tunnel.Tunnel answer 200 and splice only if the
+// dial the one address it checked, then let relay.Tunnel answer 200 and splice only if the
 // ClientHello names the host.
 func (s *server) connect(c net.Conn, br *bufio.Reader, req *http.Request, rec *record) {
 	host, port, ok := s.check(c, req.RequestURI, rec)
@@ -35,14 +35,14 @@ func (s *server) connect(c net.Conn, br *bufio.Reader, req *http.Request, rec *r
 	if !ok {
 		return
 	}
-	up, err := tunnel.Dial(ctx, s.dial, s.upstream, netip.AddrPortFrom(addr, port), net.JoinHostPort(host.String(), strconv.Itoa(int(port))))
+	up, err := relay.Dial(ctx, s.dial, s.upstream, netip.AddrPortFrom(addr, port), net.JoinHostPort(host.String(), strconv.Itoa(int(port))))
 	if err != nil {
 		s.fail(c, rec, s.failKind, err)
 		return
 	}
 	defer up.Close()
 	var refusal *egress.Decision
-	rec.out, rec.in, refusal = tunnel.Tunnel(c, br, up, host, s.lim.Limits, s.conns.Stop)
+	rec.out, rec.in, refusal = relay.Tunnel(c, br, up, host, s.lim.Limits, s.conns.Stop)
 	if refusal != nil {
 		rec.d = *refusal
 	}

@@ -10,8 +10,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sharness-ai/sharness/internal/egress"
-	"github.com/sharness-ai/sharness/internal/egress/proxy"
+	"github.com/sharness-ai/sharness/images/net/egress"
+	"github.com/sharness-ai/sharness/images/net/relay"
 )
 
 // forward serves an absolute-URI http:// request: decide, resolve once, check, and send a
@@ -47,7 +47,7 @@ func (s *server) forward(c net.Conn, req *http.Request, rec *record) bool {
 	if u.Host = to.String(); s.upstream != nil {
 		u.Host = field
 	}
-	resp, err := proxy.Forward(proxy.WithTarget(context.Background(), to.String(), to), s.tr, c, req, &u, field, s.lim.maxBody, s.lim.Idle)
+	resp, err := relay.Forward(relay.WithTarget(context.Background(), to.String(), to), s.tr, c, req, &u, field, s.lim.maxBody, s.lim.Idle)
 	if _, over := errors.AsType[*http.MaxBytesError](err); over {
 		return s.tooBig(c, rec)
 	} else if err != nil {
@@ -56,7 +56,7 @@ func (s *server) forward(c net.Conn, req *http.Request, rec *record) bool {
 	}
 	defer resp.Body.Close()
 	keep := !req.Close && req.ContentLength == 0 // a body might be left unread: close
-	if rec.in, keep, err = proxy.WriteResponse(c, req, resp, keep, s.lim.Idle); err != nil {
+	if rec.in, keep, err = relay.WriteResponse(c, req, resp, keep, s.lim.Idle); err != nil {
 		rec.failure = "upstream"
 	}
 	return keep && err == nil

@@ -28,7 +28,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/internal/egress"
+	"github.com/sharness-ai/sharness/images/net/egress"
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )

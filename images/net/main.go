@@ -2,19 +2,19 @@
 // forward proxy (CONNECT for HTTPS, absolute URIs for plain HTTP) on :3128 for callers known
 // by their edge network, and on :3129 over mutual TLS (internal/mtls) for callers known by
 // their SPIFFE ID; GET /metrics on :3129 serves Prometheus metrics.
-// Every request is decided per caller by internal/egress, resolved (answers kept for their DNS
-// TTL, clamped: internal/egress/resolve), every address checked against the IANA
+// Every request is decided per caller by images/net/egress, resolved (answers kept for their DNS
+// TTL, clamped: images/net/resolve), every address checked against the IANA
 // special-purpose ranges on every request, and dialled to exactly the address checked.
 //
 // A request to one of the caller's "ask" hosts waits for the operator's decision through net's
-// approval gate (internal/egress/approval, internal/gate; -gate-dir, net's own volume), then
+// approval gate (images/net/approval, internal/gate; -gate-dir, net's own volume), then
 // goes through every other check; a refusal is a 403 whose X-Sharness-Deny names the gate's
 // reason (approval_denied, approval_timeout after -gate-timeout, approval_unavailable).
 // Without the operator's public key (SHARNESS_AI_OPERATOR_PUBKEY) or the folder, every ask
 // host is refused with approval_unavailable, and net says so at start when the policy has any.
 //
 // What it does not guarantee: that an allowed host cannot carry data out (see
-// internal/egress), or anything about what travels inside a TLS tunnel besides its server
+// images/net/egress), or anything about what travels inside a TLS tunnel besides its server
 // name. Tunnels must be TLS: any other protocol inside CONNECT is refused for lack of SNI.
 package main
 
@@ -32,11 +32,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sharness-ai/sharness/images/net/approval"
+	"github.com/sharness-ai/sharness/images/net/egress"
+	"github.com/sharness-ai/sharness/images/net/relay"
+	"github.com/sharness-ai/sharness/images/net/resolve"
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/egress"
-	"github.com/sharness-ai/sharness/internal/egress/approval"
-	"github.com/sharness-ai/sharness/internal/egress/proxy"
-	"github.com/sharness-ai/sharness/internal/egress/resolve"
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/session"
@@ -86,10 +86,10 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
-	up, err := proxy.ParseUpstream(cfg.upstream)
+	up, err := relay.ParseUpstream(cfg.upstream)
 	lim := defaultLimits
 	if err == nil {
-		lim.brake, err = proxy.ParseBrake(cmp.Or(cfg.brake, lim.brake.String()))
+		lim.brake, err = relay.ParseBrake(cmp.Or(cfg.brake, lim.brake.String()))
 	}
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)

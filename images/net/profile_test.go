@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestNotInShippedBinaries (internal/benchprofile, which starts profiling when linked, so it is
+// TestNotInShippedBinaries (testkit/benchprofile, which starts profiling when linked, so it is
 // tested from here): no binary the images or the host install imports benchprofile in
 // its default build; only a diagnostic build with its tag does (images/net, -tags netprofile).
 func TestNotInShippedBinaries(t *testing.T) {
-	const self = "github.com/sharness-ai/sharness/internal/benchprofile"
+	const self = "github.com/sharness-ai/sharness/testkit/benchprofile"
 	for _, tc := range []struct {
 		tags string
 		want bool

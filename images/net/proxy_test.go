@@ -24,7 +24,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/sharness-ai/sharness/internal/egress/proxy"
+	"github.com/sharness-ai/sharness/images/net/relay"
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/policies/pbp"
@@ -415,7 +415,7 @@ func TestTunnelIdleTimeout(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	h := newHarness(t, withLimits(func(l *limits) { l.brake = proxy.Brake{Rate: rate.Every(time.Hour), Burst: 2} }))
+	h := newHarness(t, withLimits(func(l *limits) { l.brake = relay.Brake{Rate: rate.Every(time.Hour), Burst: 2} }))
 	h.start(t, nil, nil)
 	var statuses []int
 	for range 3 {

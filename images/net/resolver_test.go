@@ -16,8 +16,8 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 
-	"github.com/sharness-ai/sharness/internal/egress/proxy"
-	"github.com/sharness-ai/sharness/internal/egress/resolve"
+	"github.com/sharness-ai/sharness/images/net/relay"
+	"github.com/sharness-ai/sharness/images/net/resolve"
 )
 
 // fakeDNS answers A queries from a fixed table over UDP and logs every name asked.
@@ -157,7 +157,7 @@ func TestCachedAnswersStillChecked(t *testing.T) {
 		mu.Unlock()
 		return dial(ctx, network, addr)
 	}
-	h.s.tr.DialContext = proxy.CheckedDialer(h.s.dial, nil, h.s.lim.Idle)
+	h.s.tr.DialContext = relay.CheckedDialer(h.s.dial, nil, h.s.lim.Idle)
 	h.start(t, nil, nil)
 	status := func(host string, plain bool) int {
 		t.Helper()
@@ -220,7 +220,7 @@ func TestForwardReusesPerAddress(t *testing.T) {
 		mu.Unlock()
 		return dial(ctx, network, addr)
 	}
-	h.s.tr.DialContext = proxy.CheckedDialer(h.s.dial, nil, h.s.lim.Idle)
+	h.s.tr.DialContext = relay.CheckedDialer(h.s.dial, nil, h.s.lim.Idle)
 	h.s.unsafeAllowAddrs = map[netip.Addr]bool{netip.MustParseAddr("127.0.0.2"): true}
 	f := &flipLookup{answers: map[string][]netip.Addr{"move.wild.test": {lo()}}}
 	h.s.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {

@@ -15,11 +15,11 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/sharness-ai/sharness/images/net/approval"
+	"github.com/sharness-ai/sharness/images/net/egress"
+	"github.com/sharness-ai/sharness/images/net/metrics"
+	"github.com/sharness-ai/sharness/images/net/relay"
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/internal/egress"
-	"github.com/sharness-ai/sharness/internal/egress/approval"
-	"github.com/sharness-ai/sharness/internal/egress/metrics"
-	"github.com/sharness-ai/sharness/internal/egress/proxy"
 )
 
 // callerFunc names the caller of an mTLS connection from its verified state.
@@ -27,9 +27,9 @@ type callerFunc func(*tls.ConnectionState) (string, error)
 
 // limits bound what one caller or one connection can hold.
 type limits struct {
-	proxy.Limits
+	relay.Limits
 	tunnels     int           // concurrent CONNECT tunnels
-	brake       proxy.Brake   // requests per caller: -rate-per-caller
+	brake       relay.Brake   // requests per caller: -rate-per-caller
 	dialTimeout time.Duration // resolution plus the TCP connect
 	grace       time.Duration // on shutdown, for requests in flight
 	maxBody     int64         // forwarded request body, bytes
@@ -38,9 +38,9 @@ type limits struct {
 // defaultLimits: the per-caller rate is a flood brake, not a throttle: a package install makes
 // hundreds of requests a second, and a benchmark at 50/s showed it capping real work (hack/bench).
 var defaultLimits = limits{
-	Limits: proxy.Limits{Header: 10 * time.Second, KeepAlive: 90 * time.Second, Idle: 5 * time.Minute,
+	Limits: relay.Limits{Header: 10 * time.Second, KeepAlive: 90 * time.Second, Idle: 5 * time.Minute,
 		Lifetime: 2 * time.Hour, MaxHeader: 16 << 10},
-	tunnels: 256, brake: proxy.Brake{Rate: 2000, Burst: 4000}, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
+	tunnels: 256, brake: relay.Brake{Rate: 2000, Burst: 4000}, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
 }
 
 // server is the egress proxy. Everything it refuses is answered and logged; nothing it is
@@ -60,7 +60,7 @@ type server struct {
 	tr       *http.Transport
 	slots    chan struct{}            // one per open tunnel
 	buckets  map[string]*rate.Limiter // per caller, read-only
-	conns    *proxy.Conns
+	conns    *relay.Conns
 
 	// unsafeAllowLoopbackForTests lets tests reach httptest servers on 127.0.0.1. No flag or
 	// variable reaches it.
@@ -74,13 +74,13 @@ type server struct {
 
 func newServer(rules *egress.Rules, callers []string, edge func(netip.Addr) (string, bool), lookup func(context.Context, string) ([]netip.Addr, error), upstream *url.URL, lim limits, log *slog.Logger) *server {
 	s := &server{rules: rules, edge: edge, lookup: lookup, upstream: upstream, failKind: "dial", lim: lim, log: log,
-		slots: make(chan struct{}, lim.tunnels), buckets: map[string]*rate.Limiter{}, conns: proxy.NewConns()}
+		slots: make(chan struct{}, lim.tunnels), buckets: map[string]*rate.Limiter{}, conns: relay.NewConns()}
 	for _, c := range callers {
 		s.buckets[c] = lim.brake.Limiter()
 	}
 	s.met = metrics.New(func() int { return len(s.slots) })
 	s.dial = (&net.Dialer{Timeout: lim.dialTimeout}).DialContext
-	s.tr = &http.Transport{DialContext: proxy.CheckedDialer(s.dial, upstream, lim.Idle), DisableCompression: true, MaxIdleConnsPerHost: 64,
+	s.tr = &http.Transport{DialContext: relay.CheckedDialer(s.dial, upstream, lim.Idle), DisableCompression: true, MaxIdleConnsPerHost: 64,
 		IdleConnTimeout: lim.KeepAlive, ResponseHeaderTimeout: lim.Idle, MaxResponseHeaderBytes: 64 << 10}
 	if upstream != nil {
 		s.tr.Proxy, s.failKind = http.ProxyURL(upstream), "upstream-proxy"
@@ -106,7 +106,7 @@ func (s *server) run(ctx context.Context, plain, secure net.Listener, tlsConf *t
 // its requests.
 func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, callerOf callerFunc) {
 	c := raw
-	defer func() { proxy.Linger(c); c.Close() }()
+	defer func() { relay.Linger(c); c.Close() }()
 	caller, known := "", false
 	if secure {
 		tc := tls.Server(raw, tlsConf)
@@ -198,11 +198,11 @@ func (r *record) event() audit.Event {
 // refuse answers a refusal: its status, X-Sharness-Deny naming the rule, a one-line body.
 func (s *server) refuse(c net.Conn, r *record, status int, d egress.Decision) {
 	r.d = d
-	proxy.Reply(c, s.lim.Header, status, "X-Sharness-Deny", d.Rule, fmt.Sprintf("sharness net refused this request: rule %s: %s\n", d.Rule, d.Reason))
+	relay.Reply(c, s.lim.Header, status, "X-Sharness-Deny", d.Rule, fmt.Sprintf("sharness net refused this request: rule %s: %s\n", d.Rule, d.Reason))
 }
 
 // fail answers an upstream failure of an allowed request: 502 and X-Sharness-Error.
 func (s *server) fail(c net.Conn, r *record, kind string, err error) {
 	r.failure, r.d.Reason = kind, err.Error()
-	proxy.Reply(c, s.lim.Header, http.StatusBadGateway, "X-Sharness-Error", kind, fmt.Sprintf("sharness net could not reach the destination: %s\n", kind))
+	relay.Reply(c, s.lim.Header, http.StatusBadGateway, "X-Sharness-Error", kind, fmt.Sprintf("sharness net could not reach the destination: %s\n", kind))
 }

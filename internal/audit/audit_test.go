@@ -23,7 +23,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 var policy = "sha256:" + strings.Repeat("ab", 32)

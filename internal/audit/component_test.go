@@ -16,8 +16,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
 	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 // identity is what mtls.Source hands a component: its SVID and the session bundle.

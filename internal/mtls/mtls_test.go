@@ -21,8 +21,8 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
-	"github.com/sharness-ai/sharness/internal/mtls/mtlstest"
 	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
 func loadFull(t testing.TB) *pbp.Manifest {

@@ -1,0 +1,358 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sharness-ai/sharness/internal/audit"
+	"github.com/sharness-ai/sharness/testkit/mtlstest"
+)
+
+var auditPolicy = "sha256:" + strings.Repeat("ab", 32)
+
+// auditSession writes the session CA's PEM and the logs of net (events 0-4) and kms (events
+// 0-2) into a fresh folder, with one clock for both, so their lines interleave in time.
+func auditSession(t *testing.T) (dir, caPEM string, ca *mtlstest.CA) {
+	t.Helper()
+	ca = mtlstest.NewCA(t, "sharness.test")
+	dir = t.TempDir()
+	caPEM = filepath.Join(dir, "ca.pem")
+	os.WriteFile(caPEM, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert().Raw}), 0o644)
+	logs := filepath.Join(dir, "logs")
+	os.Mkdir(logs, 0o755)
+	var mu sync.Mutex
+	now := time.Now().UTC().Truncate(time.Second)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); now = now.Add(time.Second); return now }
+	writers := map[string]*audit.Writer{}
+	for _, comp := range []string{"net", "kms"} {
+		w, err := audit.Open(filepath.Join(logs, comp+".jsonl"), audit.Config{Component: comp, Policy: auditPolicy, SessionCA: audit.CAHash(ca.Cert()), SVID: ca.SVID(t, comp), Every: 3, Now: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		writers[comp] = w
+	}
+	for i := range 5 {
+		for _, comp := range []string{"net", "kms"} {
+			w := writers[comp]
+			if comp == "kms" && i > 2 {
+				continue
+			}
+			e := audit.Event{Decision: []string{"allow", "deny"}[i%2], Reason: comp + " rule", Caller: "agent", Destination: "dest" + string(rune('0'+i))}
+			if comp == "net" && i == 4 {
+				e.Reason = "evil\x1b[31m\ttab"
+			}
+			if err := w.Log(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, w := range writers {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return logs, caPEM, ca
+}
+
+func editFile(t *testing.T, path string, edit func([]byte) []byte) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(path, edit(data), 0o600)
+}
+
+// cutLast removes a log's last line, as a running component's log ends.
+func cutLast(data []byte) []byte {
+	data = bytes.TrimSuffix(data, []byte("\n"))
+	return data[:bytes.LastIndexByte(data, '\n')+1]
+}
+
+func TestAuditVerify(t *testing.T) {
+	logs, caPEM, _ := auditSession(t)
+	other := filepath.Join(t.TempDir(), "other.pem")
+	os.WriteFile(other, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: mtlstest.NewCA(t, "sharness.test").Cert().Raw}), 0o644)
+	twoCerts := filepath.Join(t.TempDir(), "two.pem")
+	pemData, _ := os.ReadFile(caPEM)
+	os.WriteFile(twoCerts, append(pemData, pemData...), 0o644)
+	trust := []string{"--ca", caPEM, "--policy-hash", auditPolicy}
+	cases := []struct {
+		name  string
+		edit  func(dir string)
+		args  []string
+		code  int
+		wants []string // in stdout+stderr
+	}{
+		{"intact", nil, trust, ExitOK, []string{"ok: LOGS/kms.jsonl: kms, 6 lines, 3 events, 2 checkpoints, 1 starts, ends with its shutdown checkpoint\n", "ok: LOGS/net.jsonl: net, 9 lines"}},
+		{"changed line", func(dir string) {
+			editFile(t, filepath.Join(dir, "net.jsonl"), func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"decision":"deny"`), []byte(`"decision":"allow"`), 1)
+			})
+		}, trust, ExitRefused, []string{"LOGS/net.jsonl:4: prev is not the hash of line 3", "ok: LOGS/kms.jsonl", "sharness-ai: 1 of 2 audit logs do not verify\n"}},
+		{"running, strict", func(dir string) { editFile(t, filepath.Join(dir, "kms.jsonl"), cutLast) }, trust, ExitRefused, []string{"LOGS/kms.jsonl:5: unsigned tail after line 4: lines 5-5 carry no valid checkpoint signature (the log was cut, or its component is still running)"}},
+		{"running, allowed", func(dir string) { editFile(t, filepath.Join(dir, "kms.jsonl"), cutLast) }, append([]string{"--allow-running"}, trust...), ExitOK, []string{"LOGS/kms.jsonl:5: note: unsigned tail after line 4", "ok: LOGS/kms.jsonl: kms, 5 lines, 3 events, 1 checkpoints, 1 starts, running, signed through line 4, unsigned from line 5"}},
+		{"another session", nil, []string{"--ca", other, "--policy-hash", auditPolicy}, ExitRefused, []string{"LOGS/kms.jsonl:1: session CA", "a log of another session", "2 of 2 audit logs"}},
+		{"another policy", nil, []string{"--ca", caPEM, "--policy-hash", "sha256:" + strings.Repeat("cd", 32)}, ExitRefused, []string{"another policy"}},
+		{"final seq", nil, append([]string{"--final-seq", "kms=9", "--final-seq", "db=4", "--final-seq", "net=9"}, trust...), ExitRefused, []string{"LOGS/kms.jsonl:6: the log ends at seq 6, the expected last seq is 9", "db (missing): no log of component db", "ok: LOGS/net.jsonl", "2 of 3 audit logs"}},
+		{"a second log of a component", func(dir string) {
+			data, _ := os.ReadFile(filepath.Join(dir, "net.jsonl"))
+			os.WriteFile(filepath.Join(dir, "net2.jsonl"), data, 0o600)
+		}, trust, ExitRefused, []string{"LOGS/net2.jsonl:1: a second log of component net (the first is LOGS/net.jsonl)"}},
+		{"no CA", nil, []string{"--policy-hash", auditPolicy}, ExitUsage, []string{"--ca or --project is required"}},
+		{"two certificates", nil, []string{"--ca", twoCerts, "--policy-hash", auditPolicy}, ExitUsage, []string{"want exactly one PEM certificate"}},
+		{"bad policy hash", nil, []string{"--ca", caPEM, "--policy-hash", "abc"}, ExitUsage, []string{"--policy-hash"}},
+		{"bad final seq", nil, append([]string{"--final-seq", "kms=0"}, trust...), ExitUsage, []string{"--final-seq kms=0"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "logs")
+			os.CopyFS(dir, os.DirFS(logs))
+			if tc.edit != nil {
+				tc.edit(dir)
+			}
+			code, out, errOut := run(t, append(append([]string{"audit", "verify"}, tc.args...), dir)...)
+			got := strings.ReplaceAll(out+errOut, dir, "LOGS")
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s", code, tc.code, got)
+			}
+			for _, want := range tc.wants {
+				if !strings.Contains(got, want) {
+					t.Errorf("output lacks %q:\n%s", want, got)
+				}
+			}
+		})
+	}
+	for _, bad := range [][]string{{filepath.Join(logs, "none.jsonl")}, {t.TempDir()}} {
+		if code, _, errOut := run(t, append(append([]string{"audit", "verify"}, trust...), bad...)...); code != ExitUsage {
+			t.Errorf("verify %s: exit %d, want %d (%s)", bad, code, ExitUsage, errOut)
+		}
+	}
+	code, out, _ := run(t, append(append([]string{"audit", "verify", "--json"}, trust...), logs)...)
+	var got struct {
+		OK   bool `json:"ok"`
+		Logs []struct {
+			File   string       `json:"file"`
+			OK     bool         `json:"ok"`
+			Report audit.Report `json:"report"`
+		} `json:"logs"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil || code != ExitOK || !got.OK || len(got.Logs) != 2 || !got.Logs[1].Report.Final || got.Logs[1].Report.Events != 5 {
+		t.Errorf("--json: exit %d, %v, %+v\n%s", code, err, got, out)
+	}
+}
+
+func TestAuditShow(t *testing.T) {
+	logs, caPEM, _ := auditSession(t)
+	trust := []string{"--ca", caPEM, "--policy-hash", auditPolicy}
+	code, out, errOut := run(t, append(append([]string{"audit", "show"}, trust...), logs)...)
+	rows := strings.Split(strings.TrimSpace(out), "\n")
+	if code != ExitOK || len(rows) != 9 || !strings.HasPrefix(rows[0], "TIME") || errOut != "" {
+		t.Fatalf("show: exit %d, %d rows\n%s%s", code, len(rows), out, errOut)
+	}
+	// The two logs interleave by time: net and kms take turns until kms stops.
+	for i, comp := range []string{"net", "kms", "net", "kms", "net", "kms", "net", "net"} {
+		if f := strings.Fields(rows[i+1]); f[1] != comp {
+			t.Errorf("row %d: %q, want component %s", i+1, rows[i+1], comp)
+		}
+	}
+	if !strings.Contains(out, `"evil\x1b[31m\ttab"`) {
+		t.Errorf("control characters reach the terminal unquoted:\n%q", out)
+	}
+	code, out, _ = run(t, append(append([]string{"audit", "show", "--component", "kms", "--decision", "deny", "--since", "1h"}, trust...), logs)...)
+	if rows := strings.Split(strings.TrimSpace(out), "\n"); code != ExitOK || len(rows) != 2 || !strings.Contains(rows[1], "kms rule") || !strings.Contains(rows[1], "dest1") {
+		t.Errorf("filtered: exit %d\n%s", code, out)
+	}
+	code, out, _ = run(t, append(append([]string{"audit", "show", "--until", "2000-01-01T00:00:00Z"}, trust...), logs)...)
+	if strings.TrimSpace(out) != "TIME  COMPONENT  DECISION  REASON  CALLER  DESTINATION" || code != ExitOK {
+		t.Errorf("--until in the past: exit %d\n%q", code, out)
+	}
+	code, out, _ = run(t, append(append([]string{"audit", "show", "--json", "--component", "net"}, trust...), logs)...)
+	var entries []struct {
+		File     string `json:"file"`
+		Verified bool   `json:"verified"`
+		Line     int    `json:"line"`
+		Decision string `json:"decision"`
+	}
+	if err := json.Unmarshal([]byte(out), &entries); err != nil || code != ExitOK || len(entries) != 5 || !entries[0].Verified || entries[0].Line != 2 || entries[0].Decision != "allow" {
+		t.Errorf("--json: exit %d, %v, %+v\n%s", code, err, entries, out)
+	}
+
+	editFile(t, filepath.Join(logs, "net.jsonl"), func(b []byte) []byte {
+		return bytes.Replace(b, []byte(`"decision":"deny"`), []byte(`"decision":"allow"`), 1)
+	})
+	code, out, errOut = run(t, append(append([]string{"audit", "show"}, trust...), logs)...)
+	if code != ExitRefused || out != "" || !strings.Contains(errOut, "net.jsonl:4: prev is not the hash of line 3") || !strings.Contains(errOut, "nothing shown") {
+		t.Errorf("tampered: exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	code, out, errOut = run(t, "audit", "show", "--unverified", logs)
+	rows = strings.Split(strings.TrimSpace(out), "\n")
+	if code != ExitRefused || len(rows) != 9 || !strings.Contains(errOut, "net.jsonl:4: prev is not the hash of line 3") || !strings.Contains(errOut, "1 of 2 audit logs are broken") {
+		t.Errorf("--unverified: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, r := range rows {
+		if !strings.HasPrefix(r, "UNVERIFIED") {
+			t.Errorf("row not labelled unverified: %q", r)
+		}
+	}
+	if code, _, errOut := run(t, "audit", "show", logs); code != ExitUsage || !strings.Contains(errOut, "--unverified") {
+		t.Errorf("show without trust: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := run(t, "audit", "show", "--unverified", "--since", "yesterday", logs); code != ExitUsage || !strings.Contains(errOut, "--since") {
+		t.Errorf("bad --since: exit %d, %s", code, errOut)
+	}
+}
+
+// projectSession writes the audit volumes of compose project "demo" as the stack leaves them:
+// <root>/<volume>/_data/audit.jsonl for the launcher (whose first event is the session record),
+// net and kms, and fakes docker to list and inspect them (plus volumes of other projects).
+func projectSession(t *testing.T, record func(ca *mtlstest.CA) map[string]string) (root string, ca *mtlstest.CA, calls *[]string) {
+	t.Helper()
+	ca = mtlstest.NewCA(t, "sharness.test")
+	root = t.TempDir()
+	for _, comp := range []string{"launcher", "net", "kms"} {
+		dir := filepath.Join(root, "demo_audit-"+comp, "_data")
+		os.MkdirAll(dir, 0o755)
+		w, err := audit.Open(filepath.Join(dir, audit.FileName), audit.Config{Component: comp, Policy: auditPolicy, SessionCA: audit.CAHash(ca.Cert()), SVID: ca.SVID(t, comp)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := audit.Event{Action: "egress", Decision: "deny", Caller: "agent", Destination: comp + ".example:443"}
+		if r := record(ca); comp == "launcher" && r != nil {
+			e = audit.Event{Action: "session_start", Decision: "allow", Fields: r}
+		}
+		if err := w.Log(e); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls = new([]string)
+	orig := dockerOutput
+	t.Cleanup(func() { dockerOutput = orig })
+	dockerOutput = func(_ context.Context, args ...string) ([]byte, error) {
+		*calls = append(*calls, strings.Join(args, " "))
+		switch {
+		case strings.Join(args, " ") == "volume ls --filter name=demo_audit- --format {{.Name}}":
+			names := "other_demo_audit-net\ndemo_audit-Bad\n" // the filter matches anywhere in a name
+			entries, _ := os.ReadDir(root)
+			for _, e := range entries {
+				names += e.Name() + "\n"
+			}
+			return []byte(names), nil
+		case len(args) == 5 && strings.Join(args[:4], " ") == "volume inspect --format {{.Mountpoint}}":
+			return []byte(filepath.Join(root, args[4], "_data") + "\n"), nil
+		}
+		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
+	}
+	return root, ca, calls
+}
+
+// sessionRecord is the launcher's session record for ca, as the launcher writes it.
+func sessionRecord(ca *mtlstest.CA) map[string]string {
+	return map[string]string{"session_ca_sha256": audit.CAHash(ca.Cert()), "policy": auditPolicy, "ca_cert": base64.StdEncoding.EncodeToString(ca.Cert().Raw)}
+}
+
+func TestAuditProject(t *testing.T) {
+	root, ca, calls := projectSession(t, sessionRecord)
+	trust := []string{"--project", "demo", "--policy-hash", auditPolicy}
+	code, out, errOut := run(t, append([]string{"audit", "verify"}, trust...)...)
+	got := strings.ReplaceAll(out+errOut, root, "ROOT")
+	for _, want := range []string{
+		"session CA sha256 " + audit.CAHash(ca.Cert()) + ", from the session record in ROOT/demo_audit-launcher/_data/audit.jsonl: compare it with session_ca_sha256 in the launcher's \"session started\" line (docker compose -p demo logs launcher)\n",
+		"ok: ROOT/demo_audit-kms/_data/audit.jsonl: kms, 3 lines, 1 events",
+		"ok: ROOT/demo_audit-launcher/_data/audit.jsonl: launcher, 3 lines",
+		"ok: ROOT/demo_audit-net/_data/audit.jsonl: net, 3 lines",
+	} {
+		if code != ExitOK || !strings.Contains(got, want) {
+			t.Errorf("verify --project: exit %d, output lacks %q:\n%s", code, want, got)
+		}
+	}
+	if strings.Contains(got, "other_demo") || strings.Contains(got, "Bad") {
+		t.Errorf("verify read volumes of another project, or not named for a component:\n%s", got)
+	}
+	wantCalls := []string{"volume ls --filter name=demo_audit- --format {{.Name}}", "volume inspect --format {{.Mountpoint}} demo_audit-kms",
+		"volume inspect --format {{.Mountpoint}} demo_audit-launcher", "volume inspect --format {{.Mountpoint}} demo_audit-net"}
+	if diff := cmp.Diff(wantCalls, *calls); diff != "" {
+		t.Errorf("docker calls (-want +got):\n%s", diff)
+	}
+
+	code, out, errOut = run(t, append([]string{"audit", "show", "--component", "net"}, trust...)...)
+	if rows := strings.Split(strings.TrimSpace(out), "\n"); code != ExitOK || len(rows) != 2 || !strings.Contains(rows[1], "net.example:443") || !strings.Contains(errOut, "session CA sha256 "+audit.CAHash(ca.Cert())) {
+		t.Errorf("show --project: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut := run(t, append([]string{"audit", "verify", "--ca-sha256", strings.Repeat("0", 64)}, trust...)...); code != ExitUsage || !strings.Contains(errOut, "not "+strings.Repeat("0", 64)) {
+		t.Errorf("pinned to another CA: exit %d, %s", code, errOut)
+	}
+
+	// A log in another component's volume fails: the volume names the component.
+	net, kms := filepath.Join(root, "demo_audit-net", "_data", audit.FileName), filepath.Join(root, "demo_audit-kms", "_data", audit.FileName)
+	data, _ := os.ReadFile(kms)
+	os.WriteFile(net, data, 0o600)
+	if code, out, _ := run(t, append([]string{"audit", "verify"}, trust...)...); code != ExitRefused || !strings.Contains(out, "demo_audit-net/_data/audit.jsonl:1: component kms") {
+		t.Errorf("kms's log in net's volume: exit %d\n%s", code, out)
+	}
+	// A volume without its log fails.
+	os.Remove(net)
+	if code, out, _ := run(t, append([]string{"audit", "verify"}, trust...)...); code != ExitRefused || !strings.Contains(out, "no log of component net in its volume") {
+		t.Errorf("no log in net's volume: exit %d\n%s", code, out)
+	}
+}
+
+func TestAuditProjectRefuses(t *testing.T) {
+	other := mtlstest.NewCA(t, "sharness.test")
+	trust := []string{"--project", "demo", "--policy-hash", auditPolicy}
+	for _, tc := range []struct {
+		name   string
+		record func(*mtlstest.CA) map[string]string
+		edit   func(root string)
+		args   []string
+		code   int
+		want   string
+	}{
+		{"a CA that is not the one named", func(ca *mtlstest.CA) map[string]string {
+			r := sessionRecord(ca)
+			r["ca_cert"] = base64.StdEncoding.EncodeToString(other.Cert().Raw)
+			return r
+		}, nil, trust, ExitUsage, "the session record's ca_cert has SHA-256 " + audit.CAHash(other.Cert())},
+		{"another session's record", func(*mtlstest.CA) map[string]string { return sessionRecord(other) }, nil, trust, ExitRefused, "a log of another session"},
+		{"ca_cert not base64", func(ca *mtlstest.CA) map[string]string {
+			r := sessionRecord(ca)
+			r["ca_cert"] = "!"
+			return r
+		}, nil, trust, ExitUsage, "not base64"},
+		{"no session record", func(*mtlstest.CA) map[string]string { return nil }, nil, trust, ExitUsage, "its first event is not the session record"},
+		{"no launcher log", sessionRecord, func(root string) { os.Remove(filepath.Join(root, "demo_audit-launcher", "_data", audit.FileName)) }, trust, ExitUsage, "read the session record"},
+		{"no launcher volume", sessionRecord, func(root string) { os.RemoveAll(filepath.Join(root, "demo_audit-launcher")) }, trust, ExitUsage, "no session record to take the session CA from"},
+		{"files with --project", sessionRecord, nil, append([]string{"logs/"}, trust...), ExitUsage, "give no log files nor --ca with it"},
+		{"--ca with --project", sessionRecord, nil, append([]string{"--ca", "ca.pem"}, trust...), ExitUsage, "give no log files nor --ca with it"},
+		{"not a project name", sessionRecord, nil, []string{"--project", "Demo!", "--policy-hash", auditPolicy}, ExitUsage, "not a compose project name"},
+		{"no volumes", sessionRecord, nil, []string{"--project", "nothing", "--policy-hash", auditPolicy}, ExitUsage, "docker volume ls --filter name=nothing_audit-"},
+		{"no policy hash", sessionRecord, nil, []string{"--project", "demo"}, ExitUsage, "--policy-hash"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SHARNESS_AI_POLICY_HASH", "")
+			root, _, _ := projectSession(t, tc.record)
+			if tc.edit != nil {
+				tc.edit(root)
+			}
+			code, out, errOut := run(t, append([]string{"audit", "verify"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+				t.Errorf("exit %d, want %d with %q:\n%s%s", code, tc.code, tc.want, out, errOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sharness-ai/sharness/host/doctor"
+	"github.com/sharness-ai/sharness/host/doctor/probe"
+	"github.com/sharness-ai/sharness/internal/seal"
+)
+
+// fakeHost replaces what doctor learns about the host: docker answers by command prefix,
+// files by path, and the kms logs.
+func fakeHost(t *testing.T, docker map[string]string, files map[string]string, kmsLogs string) *[]string {
+	t.Helper()
+	var projects []string
+	origEnv, origLogs := doctorEnv, composeLogs
+	t.Cleanup(func() { doctorEnv, composeLogs = origEnv, origLogs })
+	doctorEnv = func() probe.Env {
+		return probe.Env{
+			Docker: func(_ context.Context, args ...string) ([]byte, error) {
+				cmd := strings.Join(args, " ")
+				for prefix, out := range docker {
+					if strings.HasPrefix(cmd, prefix) {
+						return []byte(out), nil
+					}
+				}
+				return []byte(`{"Server":null}`), errors.New("docker " + cmd + ": exit status 1: Cannot connect to the Docker daemon")
+			},
+			ReadFile: func(name string) ([]byte, error) {
+				if s, ok := files[name]; ok {
+					return []byte(s), nil
+				}
+				return nil, fs.ErrNotExist
+			},
+			Landlock:    func() (int, error) { return 7, nil },
+			MemfdSecret: func() error { return syscall.ENOSYS },
+			Listen: func(string, string) (net.PacketConn, error) {
+				return nil, errors.New("listen udp4 127.0.0.1:53: bind: address already in use")
+			},
+		}
+	}
+	composeLogs = func(_ context.Context, project string, _ []string) ([]byte, error) {
+		projects = append(projects, project)
+		return []byte(kmsLogs), nil
+	}
+	fakeLauncher(t, "", "")
+	return &projects
+}
+
+// fakeLauncher replaces the engine doctor asks for the running stack's launcher: state is what
+// docker ps says of it ("" for no container), logs what docker logs prints (on stderr, as the
+// launcher logs there). It returns the docker calls made.
+func fakeLauncher(t *testing.T, state, logs string) *[]string {
+	t.Helper()
+	var calls []string
+	orig := runDocker
+	t.Cleanup(func() { runDocker = orig })
+	runDocker = func(_ context.Context, d dockerCmd) error {
+		calls = append(calls, strings.Join(d.args, " "))
+		switch {
+		case d.args[0] == "ps" && state != "":
+			fmt.Fprintf(d.stdout, "0123abcd %s\n", state)
+		case d.args[0] == "ps":
+		case d.args[0] == "logs":
+			fmt.Fprint(d.stderr, logs)
+		default:
+			return fmt.Errorf("unexpected docker %v", d.args)
+		}
+		return nil
+	}
+	return &calls
+}
+
+// sessionStarted is the launcher's start line for policy m.
+func sessionStarted(m string) string {
+	return `{"time":"2026-05-01T09:00:00Z","level":"INFO","msg":"session started","policy":"` + m + `","session_ca_sha256":"` + strings.Repeat("9", 64) + `","ca_key":"destroyed"}` + "\n"
+}
+
+// TestDoctorPolicy: doctor compares the policy the running stack's launcher started its session
+// with against the supplied hash (flag, else SHARNESS_AI_POLICY_HASH), asking docker for the
+// project's launcher by compose's labels.
+func TestDoctorPolicy(t *testing.T) {
+	m, other := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("c", 64)
+	for _, tc := range []struct {
+		name        string
+		args        []string
+		env         string // SHARNESS_AI_POLICY_HASH
+		state, logs string
+		code        int
+		line        string // the policy line, a regular expression
+	}{
+		{"equal", []string{"--policy-hash", m}, "", "running", sessionStarted(m), ExitOK, `(?m)^policy +ok +project demo runs policy ` + m + `, the supplied hash`},
+		{"from the environment", nil, m, "running", sessionStarted(m), ExitOK, `(?m)^policy +ok +`},
+		{"flag over environment", []string{"--policy-hash", m}, other, "running", sessionStarted(m), ExitOK, `(?m)^policy +ok +`},
+		{"different", []string{"--policy-hash", other}, "", "running", sessionStarted(m), ExitRefused, `(?m)^policy +fail +project demo runs policy ` + m + `, not the supplied ` + other + `: .*sharness-ai down -p demo`},
+		{"no hash supplied", nil, "", "running", sessionStarted(m), ExitOK, `(?m)^policy +degraded +project demo runs policy ` + m + ` \(session CA 9{64}\), and no hash was supplied`},
+		{"no stack", []string{"--policy-hash", m}, "", "", "", ExitOK, `(?m)^policy +skipped +no launcher of project "demo" is running`},
+		{"launcher exited", []string{"--policy-hash", m}, "", "exited", "", ExitOK, `(?m)^policy +skipped +.*its launcher is exited`},
+		{"launcher running, no session line", []string{"--policy-hash", m}, "", "running", `{"msg":"refusing to start"}` + "\n", ExitRefused, `(?m)^policy +fail +the launcher of project "demo" runs, but its session line cannot be read`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("SHARNESS_AI_POLICY_HASH", tc.env)
+			fakeHost(t, healthyDocker, healthyFiles, "")
+			calls := fakeLauncher(t, tc.state, tc.logs)
+			code, out, errOut := run(t, append([]string{"doctor", "-p", "demo"}, tc.args...)...)
+			if code != tc.code || !regexp.MustCompile(tc.line).MatchString(out) {
+				t.Errorf("exit %d, want %d with %s\nstdout:\n%s\nstderr:\n%s", code, tc.code, tc.line, out, errOut)
+			}
+			wantPS := "ps --all --filter label=com.docker.compose.project=demo --filter label=com.docker.compose.service=launcher --format {{.ID}} {{.State}}"
+			if len(*calls) == 0 || (*calls)[0] != wantPS {
+				t.Errorf("docker calls %q, want first %q", *calls, wantPS)
+			}
+			if tc.state == "running" && (len(*calls) != 2 || (*calls)[1] != "logs 0123abcd") {
+				t.Errorf("docker calls %q, want the launcher's logs read", *calls)
+			}
+		})
+	}
+	t.Run("json", func(t *testing.T) {
+		t.Setenv("SHARNESS_AI_POLICY_HASH", "")
+		fakeHost(t, healthyDocker, healthyFiles, "")
+		fakeLauncher(t, "running", sessionStarted(m))
+		code, out, _ := run(t, "doctor", "-p", "demo", "--json", "--policy-hash", other)
+		var got struct {
+			OK     bool
+			Checks []doctor.Result
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil || code != ExitRefused || got.OK {
+			t.Fatalf("exit %d, %v, ok %v\n%s", code, err, got.OK, out)
+		}
+		i := slices.IndexFunc(got.Checks, func(r doctor.Result) bool { return r.Name == "policy" })
+		if i < 0 || got.Checks[i].Status != doctor.Fail || !strings.Contains(got.Checks[i].Detail, "not the supplied "+other) {
+			t.Errorf("policy check %+v", got.Checks)
+		}
+	})
+	t.Run("malformed hash", func(t *testing.T) {
+		fakeHost(t, healthyDocker, healthyFiles, "")
+		if code, _, errOut := run(t, "doctor", "--policy-hash", "sha256:abc"); code != ExitUsage || !strings.Contains(errOut, "--policy-hash") {
+			t.Errorf("exit %d, %s; want %d naming --policy-hash", code, errOut, ExitUsage)
+		}
+	})
+}
+
+var healthyDocker = map[string]string{
+	"version --format json": `{"Server":{"Version":"26.1.4"}}`,
+	"info --format json":    `{"Runtimes":{"runc":{},"sharness":{}},"DefaultRuntime":"sharness","SecurityOptions":["name=seccomp,profile=builtin"]}`,
+	"compose version":       "Docker Compose version v2.40.3\n",
+}
+
+var healthyFiles = map[string]string{
+	doctor.PathStatus:    "Name:\tsharness-ai\nSeccomp:\t0\n",
+	doctor.PathMaxUserNS: "15000\n",
+	doctor.PathCgroup2:   "cpu io memory pids\n",
+	doctor.PathRoutes:    "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n",
+	doctor.PathResolv:    "nameserver 192.0.2.53\n",
+}
+
+func TestDoctor(t *testing.T) {
+	sk, _ := seal.GenerateKey()
+	b, err := seal.NewBundle(sk.PublicKey(), "sha256:"+strings.Repeat("b", 64), time.Now(),
+		map[string]string{"mlockall": "degraded: memlock limit 8388608 bytes and no CAP_IPC_LOCK", "not_dumpable": "ok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := seal.BundleLogPrefix + string(b.Marshal()) + "\n"
+
+	t.Run("text", func(t *testing.T) {
+		projects := fakeHost(t, healthyDocker, healthyFiles, logs)
+		code, out, errOut := run(t, "doctor", "-p", "demo")
+		if code != ExitOK || errOut != "" {
+			t.Fatalf("exit %d, stderr %q, want 0: degraded is reported, not fatal\n%s", code, errOut, out)
+		}
+		for _, want := range []string{
+			`(?m)^CHECK +STATUS +DETAIL$`,
+			`(?m)^engine +ok +Docker Engine 26\.1\.4 \(has the CVE-2024-29018 fix\)$`,
+			`(?m)^runtime +ok +the sharness runtime is registered and is the default runtime`,
+			`(?m)^memfd_secret +degraded +ENOSYS`,
+			`(?m)^kms/mlockall +degraded +kms \S+ \(project demo\): degraded: memlock limit`,
+			`(?m)^kms/not_dumpable +ok +`,
+			`(?m)^dns-leak +skipped +run with --live`,
+			`(?m)^9 ok, 2 degraded, 0 failed, 2 skipped$`,
+		} {
+			if !regexp.MustCompile(want).MatchString(out) {
+				t.Errorf("output lacks %s:\n%s", want, out)
+			}
+		}
+		if strings.Join(*projects, ",") != "demo" {
+			t.Errorf("kms logs read for projects %q, want demo", *projects)
+		}
+	})
+
+	t.Run("json, no engine, live", func(t *testing.T) {
+		t.Setenv("COMPOSE_PROJECT_NAME", "fromenv")
+		projects := fakeHost(t, map[string]string{"compose version": "Docker Compose version v2.40.3"}, healthyFiles, "")
+		code, out, errOut := run(t, "doctor", "--json", "--live")
+		if code != ExitRefused || !strings.Contains(errOut, "doctor: failed: engine") {
+			t.Fatalf("exit %d, stderr %q; want 1 naming the failed check", code, errOut)
+		}
+		var got struct {
+			OK     bool
+			Checks []doctor.Result
+		}
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("--json output: %v\n%s", err, out)
+		}
+		status := map[string]doctor.Status{}
+		for _, r := range got.Checks {
+			status[r.Name] = r.Status
+		}
+		if got.OK || status["engine"] != doctor.Fail || status["runtime"] != doctor.Skipped || status["kms"] != doctor.Skipped || status["dns-leak"] != doctor.Skipped {
+			t.Errorf("ok %v, statuses %v", got.OK, status)
+		}
+		if strings.Join(*projects, ",") != "fromenv" {
+			t.Errorf("kms logs read for projects %q, want COMPOSE_PROJECT_NAME's", *projects)
+		}
+	})
+
+	t.Run("live leak", func(t *testing.T) {
+		fakeHost(t, healthyDocker, healthyFiles, logs)
+		env := doctorEnv
+		var addr string
+		doctorEnv = func() probe.Env {
+			e := env()
+			e.Listen = func(network, _ string) (net.PacketConn, error) {
+				pc, err := net.ListenPacket(network, "127.0.0.1:0")
+				if err == nil {
+					addr = pc.LocalAddr().String()
+				}
+				return pc, err
+			}
+			docker := e.Docker
+			e.Docker = func(ctx context.Context, args ...string) ([]byte, error) {
+				switch {
+				case args[0] == "run": // a leaky engine: the container's query reaches the host
+					c, _ := net.Dial("udp4", addr)
+					c.Write(dnsQuery(t, args[len(args)-1]))
+					c.Close()
+					time.Sleep(100 * time.Millisecond)
+					return nil, nil
+				case args[0] == "image" || args[0] == "network" || args[0] == "rm":
+					return nil, nil
+				}
+				return docker(ctx, args...)
+			}
+			return e
+		}
+		code, out, errOut := run(t, "doctor", "--live")
+		if code != ExitRefused || !strings.Contains(errOut, "failed: dns-leak") || !regexp.MustCompile(`(?m)^dns-leak +fail +a container on an internal network asked for [0-9a-f]+\.sharness-doctor\.invalid`).MatchString(out) {
+			t.Errorf("exit %d, stderr %q, want 1 with dns-leak failed:\n%s", code, errOut, out)
+		}
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		fakeHost(t, healthyDocker, healthyFiles, logs)
+		for _, args := range [][]string{{"doctor", "-p", "Not A Project"}, {"doctor", "extra"}, {"doctor", "--nope"}} {
+			if code, _, errOut := run(t, args...); code != ExitUsage {
+				t.Errorf("%q: exit %d (%s), want %d", args, code, errOut, ExitUsage)
+			}
+		}
+	})
+}
+
+func dnsQuery(t *testing.T, name string) []byte {
+	t.Helper()
+	// A minimal RFC 1035 query: header (one question), the name's labels, type A, class IN.
+	msg := []byte{0, 7, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0}
+	for _, l := range strings.Split(name, ".") {
+		msg = append(append(msg, byte(len(l))), l...)
+	}
+	return append(msg, 0, 0, 1, 0, 1)
+}
