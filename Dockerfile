@@ -1,5 +1,5 @@
 # SHarness images: one target per component, each FROM scratch with prebuilt static binaries, so
-# the build is offline (DESIGN.md §8). hack/build-images.sh prepares the bin/ context and builds
+# the build is offline (docs/architecture.md, "The tree"). hack/build-images.sh prepares the bin/ context and builds
 # every target; building this file directly without it fails on the missing bin/ folders.
 
 # agent: the demo agent (a confinement self-report and a model conversation through llm),

@@ -52,7 +52,7 @@ const (
 	suppliedKey  = "${SHARNESS_AI_POLICY_KEY:-}"
 )
 
-// The ports components listen on inside the stack (DESIGN.md §3).
+// The ports components listen on inside the stack (docs/architecture.md, "The wall").
 const (
 	ProxyPort = compile.ProxyPort
 	LLMPort   = compile.LLMPort

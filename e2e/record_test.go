@@ -264,7 +264,7 @@ func requireValidForgery(t *testing.T, lines []string, forgerCA *x509.Certificat
 		Policy string `json:"policy"`
 	}
 	json.Unmarshal([]byte(lines[0]), &policy)
-	rep, _ := audit.Verify(strings.NewReader(strings.Join(lines, "")), audit.Trust{CA: forgerCA, Policy: policy.Policy})
+	rep, _ := audit.Scan(strings.NewReader(strings.Join(lines, "")), &audit.Trust{CA: forgerCA, Policy: policy.Policy}, nil)
 	for _, f := range rep.Failures {
 		if f.Line == len(lines) {
 			t.Fatalf("the forged checkpoint fails against its own CA (the forgery is malformed): line %d: %s", f.Line, f.Reason)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 	"github.com/sharness-ai/sharness/testkit/testca"
 )
@@ -130,7 +131,7 @@ func (s *stack) logs(service string) string {
 }
 
 // requiredDoors are the side doors the probe must report, each refused for its expected reason,
-// and the allowed paths, each working (DESIGN.md §11). The probe may report more; those must
+// and the allowed paths, each working (docs/architecture.md, "The wall"). The probe may report more; those must
 // pass too.
 var requiredDoors = []string{
 	"direct-tcp", "direct-udp", "dns-lookup", "dns-tunnel",
@@ -368,14 +369,14 @@ func TestSignedPolicy(t *testing.T) {
 		starts bool
 	}{{"signed by the pinned key", pinned, true}, {"signed by another key", signer, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			sig, err := pbp.Sign(m.Hash, tc.signBy)
+			sig, err := keys.Sign(m.Hash, tc.signBy)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if err := os.WriteFile(filepath.Join(root, "policies", "default", "manifest.yaml.sig"), sig, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			s := newStackAt(t, root, "SHARNESS_AI_POLICY_KEY="+pbp.PinString(pinned.Public().(ed25519.PublicKey)))
+			s := newStackAt(t, root, "SHARNESS_AI_POLICY_KEY="+keys.Pin(pinned.Public().(ed25519.PublicKey)))
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait", "launcher", "net")

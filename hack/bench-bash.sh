@@ -15,6 +15,9 @@
 # Debian's bubblewrap if missing (as root). Needs unprivileged user namespaces. Numbers from a
 # busy machine are noisy: every variant runs interleaved, so a busy moment slows them alike.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 cd "$(dirname "$0")/.."
 RUNS=${1:-200}
 

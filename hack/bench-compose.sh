@@ -15,6 +15,9 @@
 #   BENCH_COMPOSE_REPS   repetitions (default 5)
 #   BENCH_OUT            JSON results file (default hack/bench/results/compose-<UTC date>.json)
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPS=${BENCH_COMPOSE_REPS:-5}

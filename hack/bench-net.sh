@@ -24,6 +24,9 @@
 #   BENCH_OUT             JSON results file (default hack/bench/results/net-<UTC date>.json;
 #                         hack/bench/results/ is git-ignored)
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SRC=10.213.0.2

@@ -14,6 +14,9 @@
 # ratio. Needs the engine from hack/engine.sh (the runtime registered), hack/runtime.sh install
 # and `sharness-ai install` (as hack/e2e.sh does), and the images.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STARTS=${1:-100}
 ROUNDS=${2:-2}

@@ -23,6 +23,9 @@
 # Claude Code may be told to run (a project's apiKeyHelper, a hook) finds one. The image is built
 # with the legacy builder from images/claude-code/Dockerfile; no registry is contacted.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WORK=$ROOT/bin/claude-code

@@ -9,6 +9,9 @@
 # from this machine (Debian's packages, installed if missing and we are root); the world image
 # carries a git repository made here.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=$ROOT/bin

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The one gate: formatting, vet, staticcheck, the unit tests with the race detector (golden files,
-# schema agreement, the committed-artefact drift check and the README examples are among them),
-# and the component size budget. Needs no Docker and no root.
+# The one gate: formatting, module hygiene (go mod tidy, go mod verify), vet, staticcheck,
+# govulncheck (hack/vulncheck.sh), the committed-artefact drift check, the unit tests with the
+# race detector (golden files, schema agreement, the trust-zone deptests and the README examples
+# are among them), and a report of each component's size. Needs no Docker and no root.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
@@ -13,11 +17,20 @@ if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"; exit 1
 fi
 
+step "go mod tidy -diff (every direct import required directly, no stale sums)"
+go mod tidy -diff
+
+step "go mod verify"
+go mod verify
+
 step go vet
 go vet ./...
 
 step staticcheck
 go tool staticcheck ./...
+
+step govulncheck
+hack/vulncheck.sh
 
 step "compile --check (committed docker-compose.yml and compiled/ match the default manifest)"
 go run ./cmd/sharness-ai compile --check
@@ -25,19 +38,14 @@ go run ./cmd/sharness-ai compile --check
 step "go test -race"
 go test -race -count=1 ./...
 
-step "size budget (non-test, non-comment Go lines; components in images/ aim <= 300 and fail > 450; libraries aim <= 400)"
-fail=0
-for d in images/*/ internal/*/ internal/*/*/ policies/*/ compose/; do
+# Size is a prompt to look at a design, never a gate: a number here fails nothing. Each row is a
+# whole subtree (a component with its packages), non-test and non-comment Go lines.
+step "size report (non-test, non-comment Go lines per subtree; a prompt, not a gate)"
+for d in images/*/ host/*/ internal/*/ policies/*/ compose/ cmd/*/ testkit/*/; do
   [ -d "$d" ] || continue
-  n=$(find "$d" -maxdepth 1 -name '*.go' ! -name '*_test.go' -print0 | xargs -0 -r cat | grep -cvE '^\s*(//|$)' || true)
+  n=$(find "$d" -name '*.go' ! -name '*_test.go' -print0 | xargs -0 -r cat | grep -cvE '^\s*(//|$)' || true)
   [ "$n" -eq 0 ] && continue
-  aim=400
-  case $d in images/*) aim=300 ;; esac
-  flag=""
-  [ "$n" -gt "$aim" ] && flag="  (over the $aim-line aim)"
-  case $d in images/*) [ "$n" -gt 450 ] && { flag="  (over 450: split it)"; fail=1; } ;; esac
-  printf '%-28s %4d%s\n' "$d" "$n" "$flag"
+  printf '%-28s %5d\n' "$d" "$n"
 done
-[ "$fail" -eq 0 ]
 
 step "check passed"

@@ -22,6 +22,9 @@
 # The workspace (SHARNESS_AI_WORKSPACE, default ./workspace) must be writable by uid 65532: the
 # agent, bash and fs run as that uid. When it does not exist, it is made, owned by that uid.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 IMAGE=sharness/claude-code:dev

@@ -8,6 +8,9 @@
 # images, installs the compiled policies the shim checks (sharness-ai install), runs
 # `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run started it.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ENGINE=$ROOT/hack/engine.sh

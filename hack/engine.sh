@@ -4,7 +4,7 @@
 # Usage: hack/engine.sh install|start|stop [--force]|status
 #
 # The engine is Debian's docker.io (Engine 20.10); the compose v2 plugin is built from the Go
-# module proxy (DESIGN.md §9). `start` records in $SHARNESS_ENGINE_STATE whether it started
+# module proxy (docs/architecture.md, "The tree"). `start` records in $SHARNESS_ENGINE_STATE whether it started
 # dockerd itself, and `stop` only ever stops a dockerd this script started, by its recorded pid,
 # and only when no container runs on it.
 #

@@ -21,6 +21,9 @@
 #   SHARNESS_RUNTIME_LANDLOCK  the Landlock helper the shim binds into containers; default
 #                              /usr/local/lib/sharness-ai/sharness-landlock
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 BIN=${SHARNESS_RUNTIME_BIN:-/usr/local/bin/sharness-runtime}
 HELPER=${SHARNESS_RUNTIME_LANDLOCK:-/usr/local/lib/sharness-ai/sharness-landlock}

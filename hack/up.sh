@@ -24,6 +24,9 @@
 # must equal it. Every service runs under the runtime shim (sharness-runtime, installed here and
 # registered by hack/engine.sh), which refuses any container wider than its compiled policy.
 set -euo pipefail
+# Build with the Go release go.mod's toolchain line names (its security fixes are in what we
+# ship); a GOTOOLCHAIN the caller sets wins.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ENGINE=$ROOT/hack/engine.sh

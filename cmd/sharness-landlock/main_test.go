@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sharness-ai/sharness/host/shim/restrict"
 	"github.com/sharness-ai/sharness/policies/landlock"
 	"github.com/sharness-ai/sharness/testkit/sidedoor"
 )
@@ -123,10 +124,10 @@ func TestHelperConfines(t *testing.T) {
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if abi() < landlock.MinABI { // the kernel cannot enforce it: the helper must refuse, not run
+	if restrict.ABI() < landlock.MinABI { // the kernel cannot enforce it: the helper must refuse, not run
 		var exit *exec.ExitError
 		if !errors.As(err, &exit) || exit.ExitCode() != 126 || !strings.Contains(stderr.String(), "Landlock ABI") {
-			t.Fatalf("kernel ABI %d: helper %v, stderr %q; want exit 126 naming the ABI", abi(), err, stderr.String())
+			t.Fatalf("kernel ABI %d: helper %v, stderr %q; want exit 126 naming the ABI", restrict.ABI(), err, stderr.String())
 		}
 		return
 	}

@@ -1,20 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"io/fs"
-	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,8 +16,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharness-ai/sharness/host/engine"
+	"github.com/sharness-ai/sharness/host/record"
+	"github.com/sharness-ai/sharness/host/stack"
 	"github.com/sharness-ai/sharness/internal/audit"
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 func (a *app) auditCmd() *cobra.Command {
@@ -40,6 +35,7 @@ func (a *app) auditCmd() *cobra.Command {
 // auditTrust is what the audit verbs verify logs against: facts from outside the logs, and
 // where the logs are.
 type auditTrust struct {
+	docker               *engine.Docker
 	ca, caSHA256, policy string
 	project              string
 	finalSeq             map[string]int64
@@ -60,35 +56,26 @@ func (t *auditTrust) sessionFlags(c *cobra.Command) {
 	c.Flags().StringVar(&t.policy, "policy-hash", os.Getenv("SHARNESS_AI_POLICY_HASH"), "the policy hash M you trust (env SHARNESS_AI_POLICY_HASH)")
 }
 
-// auditLog is one log to read: a file and, when known from where it was found (a project's
-// volume), the component it must belong to.
-type auditLog struct{ file, component string }
-
 // logs finds the logs to read: the project's, or the files and folders given.
-func (t *auditTrust) logs(args []string) ([]auditLog, error) {
+func (t *auditTrust) logs(args []string) ([]record.Log, error) {
 	if t.project != "" {
 		if len(args) > 0 || t.ca != "" {
 			return nil, errors.New("--project finds the logs and the session CA: give no log files nor --ca with it")
 		}
-		return projectLogs(context.Background(), t.project)
+		return record.ProjectLogs(context.Background(), stack.Project{Engine: t.docker, Name: t.project})
 	}
 	if len(args) == 0 {
 		return nil, errors.New("no logs: give log files or folders, or --project")
 	}
-	files, err := auditFiles(args)
-	var logs []auditLog
-	for _, f := range files {
-		logs = append(logs, auditLog{file: f})
-	}
-	return logs, err
+	return record.Files(args)
 }
 
 // trust is what logs are verified against, and where its session CA came from.
-func (t *auditTrust) trust(logs []auditLog) (audit.Trust, string, error) {
+func (t *auditTrust) trust(logs []record.Log) (audit.Trust, string, error) {
 	if t.ca == "" && t.project == "" {
 		return audit.Trust{}, "", errors.New("--ca or --project is required: logs verify against the session CA, not against the keys they carry")
 	}
-	if err := pbp.CheckHash(t.policy); err != nil {
+	if err := keys.CheckHash(t.policy); err != nil {
 		return audit.Trust{}, "", fmt.Errorf("--policy-hash (or SHARNESS_AI_POLICY_HASH): %w", err)
 	}
 	ca, source, err := t.sessionCA(logs)
@@ -106,205 +93,20 @@ func (t *auditTrust) trust(logs []auditLog) (audit.Trust, string, error) {
 }
 
 // sessionCA reads the session CA from --ca, or from the session record of the project's
-// launcher: the first event of its log, session_start, whose ca_cert must hash to the
-// session_ca_sha256 it names. That log is verified against it with the others; what the record
-// cannot prove is that it is the session the person started, hence the hash printed, to compare
-// with the launcher's "session started" line (or pinned with --ca-sha256).
-func (t *auditTrust) sessionCA(logs []auditLog) (*x509.Certificate, string, error) {
+// launcher (record.SessionCA). What the record cannot prove is that it is the session the person
+// started, hence the hash printed, to compare with the launcher's "session started" line (or
+// pinned with --ca-sha256).
+func (t *auditTrust) sessionCA(logs []record.Log) (*x509.Certificate, string, error) {
 	if t.project == "" {
-		data, err := os.ReadFile(t.ca)
-		if err != nil {
-			return nil, "", fmt.Errorf("read session CA: %w", err)
-		}
-		block, rest := pem.Decode(data)
-		if block == nil || block.Type != "CERTIFICATE" || strings.TrimSpace(string(rest)) != "" {
-			return nil, "", fmt.Errorf("%s: want exactly one PEM certificate, the session CA", t.ca)
-		}
-		ca, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, "", fmt.Errorf("%s: %w", t.ca, err)
-		}
-		return ca, "--ca " + t.ca, nil
+		ca, err := record.ReadCA(t.ca)
+		return ca, "--ca " + t.ca, err
 	}
-	i := slices.IndexFunc(logs, func(l auditLog) bool { return l.component == launcherComponent })
-	if i < 0 {
-		return nil, "", fmt.Errorf("project %s has no volume %s_audit-%s: no session record to take the session CA from (use --ca)", t.project, t.project, launcherComponent)
-	}
-	file := logs[i].file
-	f, err := os.Open(file)
-	if err != nil {
-		return nil, "", fmt.Errorf("read the session record: %w", err)
-	}
-	defer f.Close()
-	var first *audit.Event
-	audit.Scan(f, nil, func(e audit.Entry) { // structure only: the log is verified with the others
-		if first == nil {
-			first = &e.Event
-		}
-	})
-	if first == nil || first.Action != "session_start" {
-		return nil, "", fmt.Errorf("%s: its first event is not the session record (session_start)", file)
-	}
-	der, err := base64.StdEncoding.DecodeString(first.Fields["ca_cert"])
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: the session record's ca_cert is not base64: %w", file, err)
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: the session record's ca_cert: %w", file, err)
-	}
-	if audit.CAHash(ca) != first.Fields["session_ca_sha256"] {
-		return nil, "", fmt.Errorf("%s: the session record's ca_cert has SHA-256 %s, not the session_ca_sha256 %q it names", file, audit.CAHash(ca), first.Fields["session_ca_sha256"])
-	}
-	return ca, "the session record in " + file, nil
-}
-
-// launcherComponent is the launcher's name in the shipped policies: its log holds the session
-// record. A manifest that names it otherwise is verified with --ca.
-const launcherComponent = "launcher"
-
-// componentName is a manifest's rule for component names (pbp).
-var componentName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
-
-// dockerOutput runs docker with args and returns its stdout. Tests replace it, so --project is
-// testable without Docker.
-var dockerOutput = func(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, "docker", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
-
-// projectLogs finds the audit logs of compose project p: <mountpoint>/audit.jsonl of each volume
-// p_audit-<component>, in component order. The volumes' files are root's on the host.
-func projectLogs(ctx context.Context, p string) ([]auditLog, error) {
-	vols, err := projectVolumes(ctx, p, "audit")
-	if err != nil {
-		return nil, err
-	}
-	var logs []auditLog
-	for _, v := range vols {
-		logs = append(logs, auditLog{filepath.Join(v.dir, audit.FileName), v.component})
-	}
-	return logs, nil
-}
-
-// volume is one component's volume of a compose project: its mountpoint on the host.
-type volume struct{ component, dir string }
-
-// projectVolumes finds the volumes p_<kind>-<component> of compose project p (kind audit, gate)
-// and their mountpoints, in component order.
-func projectVolumes(ctx context.Context, p, kind string) ([]volume, error) {
-	if !projectName.MatchString(p) {
-		return nil, fmt.Errorf("--project %q is not a compose project name", p)
-	}
-	prefix := p + "_" + kind + "-"
-	out, err := dockerOutput(ctx, "volume", "ls", "--filter", "name="+prefix, "--format", "{{.Name}}")
-	if err != nil {
-		return nil, err
-	}
-	var vols []volume
-	for _, name := range strings.Fields(string(out)) {
-		comp, ok := strings.CutPrefix(name, prefix) // the filter matches anywhere in a name
-		if !ok || !componentName.MatchString(comp) {
-			continue
-		}
-		mount, err := dockerOutput(ctx, "volume", "inspect", "--format", "{{.Mountpoint}}", name)
-		if err != nil {
-			return nil, err
-		}
-		dir := strings.TrimSpace(string(mount))
-		if !filepath.IsAbs(dir) {
-			return nil, fmt.Errorf("volume %s: mountpoint %q is not an absolute path", name, dir)
-		}
-		vols = append(vols, volume{comp, dir})
-	}
-	if len(vols) == 0 {
-		return nil, fmt.Errorf("no volume %s<component> (docker volume ls): is the project name right?", prefix)
-	}
-	slices.SortFunc(vols, func(a, b volume) int { return strings.Compare(a.component, b.component) })
-	return vols, nil
-}
-
-// auditFiles expands the arguments: files as given, folders to their *.jsonl files.
-func auditFiles(args []string) ([]string, error) {
-	var files []string
-	for _, arg := range args {
-		st, err := os.Stat(arg)
-		if err != nil {
-			return nil, err
-		}
-		if !st.IsDir() {
-			files = append(files, arg)
-			continue
-		}
-		found, _ := filepath.Glob(filepath.Join(arg, "*.jsonl"))
-		if len(found) == 0 {
-			return nil, fmt.Errorf("%s holds no *.jsonl audit log", arg)
-		}
-		files = append(files, found...)
-	}
-	return files, nil
-}
-
-// auditResult is one log's verdict, as verify prints it with --json.
-type auditResult struct {
-	File   string       `json:"file"`
-	OK     bool         `json:"ok"`
-	Report audit.Report `json:"report"`
-}
-
-// scanLogs reads every log, verifying it against tr (or only its structure with tr nil), and
-// hands each event on with its file. Reading errors are bad input; a log that does not
-// verify is a result, not an error, and so is a project's volume without its log.
-func scanLogs(logs []auditLog, tr *audit.Trust, each func(string, audit.Entry)) ([]auditResult, error) {
-	var results []auditResult
-	seen := map[string]string{}
-	for _, l := range logs {
-		file, trust := l.file, tr
-		if tr != nil && l.component != "" {
-			own := *tr
-			own.Component, trust = l.component, &own
-		}
-		f, err := os.Open(file)
-		if l.component != "" && errors.Is(err, fs.ErrNotExist) {
-			missing := audit.Finding{Reason: fmt.Sprintf("no log of component %s in its volume (it never started, or the log was deleted)", l.component)}
-			results = append(results, auditResult{file, false, audit.Report{Component: l.component, Failures: []audit.Finding{missing}}})
-			seen[l.component] = file
-			continue
-		} else if errors.Is(err, fs.ErrPermission) {
-			return nil, fmt.Errorf("%w (Docker volumes are root's: run as root)", err)
-		} else if err != nil {
-			return nil, err
-		}
-		rep, err := audit.Scan(f, trust, func(e audit.Entry) { each(file, e) })
-		f.Close()
-		if err != nil && !errors.Is(err, audit.ErrInvalid) {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if other, dup := seen[rep.Component]; dup && rep.Component != "" {
-			rep.Failures = append(rep.Failures, audit.Finding{Line: 1, Reason: fmt.Sprintf("a second log of component %s (the first is %s)", rep.Component, other)})
-		}
-		seen[rep.Component] = file
-		results = append(results, auditResult{file, len(rep.Failures) == 0, rep})
-	}
-	if tr != nil {
-		for _, comp := range slices.Sorted(maps.Keys(tr.FinalSeq)) {
-			if _, ok := seen[comp]; !ok {
-				missing := audit.Finding{Reason: fmt.Sprintf("no log of component %s, whose log must end at seq %d (deleted?)", comp, tr.FinalSeq[comp])}
-				results = append(results, auditResult{comp + " (missing)", false, audit.Report{Component: comp, Failures: []audit.Finding{missing}}})
-			}
-		}
-	}
-	return results, nil
+	ca, file, err := record.SessionCA(t.project, logs)
+	return ca, "the session record in " + file, err
 }
 
 // findings writes r's notices and failures as file:line: reason.
-func findings(b *strings.Builder, r auditResult) {
+func findings(b *strings.Builder, r record.Result) {
 	for _, f := range r.Report.Notices {
 		fmt.Fprintf(b, "%s:%d: note: %s\n", r.File, f.Line, f.Reason)
 	}
@@ -318,7 +120,7 @@ func findings(b *strings.Builder, r auditResult) {
 }
 
 func (a *app) auditVerifyCmd() *cobra.Command {
-	var t auditTrust
+	t := auditTrust{docker: a.docker}
 	c := &cobra.Command{
 		Use:   "verify (--ca CA.pem <log files or folders of *.jsonl> | --project P) --policy-hash M",
 		Short: "Check every audit log's chain and checkpoint signatures against the session strictly; exit 1 naming file:line: reason on any failure",
@@ -338,7 +140,7 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			results, err := scanLogs(logs, &tr, func(string, audit.Entry) {})
+			results, err := record.Scan(logs, &tr, func(string, audit.Entry) {})
 			if err != nil {
 				return err
 			}
@@ -378,7 +180,7 @@ type shownEntry struct {
 }
 
 func (a *app) auditShowCmd() *cobra.Command {
-	var t auditTrust
+	t := auditTrust{docker: a.docker}
 	var component, decision, since, until string
 	var unverified bool
 	c := &cobra.Command{
@@ -412,7 +214,7 @@ func (a *app) auditShowCmd() *cobra.Command {
 				}
 			}
 			shown := []shownEntry{}
-			results, err := scanLogs(logs, tr, func(file string, e audit.Entry) {
+			results, err := record.Scan(logs, tr, func(file string, e audit.Entry) {
 				if (component == "" || e.Component == component) && (decision == "" || e.Decision == decision) && !e.Time.Before(from) && (to.IsZero() || !e.Time.After(to)) {
 					shown = append(shown, shownEntry{file, !unverified, e})
 				}

@@ -1,5 +1,9 @@
-// Package cli is the sharness-ai command line: the host-side verbs that compile, hash, sign and
-// verify policies. It reads and writes files; the decisions themselves live in policies/.
+// Package cli is the sharness-ai command line: the cobra verbs. Each reads its flags and
+// environment, calls the library that does the work, prints what it returns (text, or JSON with
+// --json) and maps the outcome to an exit code. The policy's decisions live in policies/; what is
+// done to the stack on the host lives in host/stack (compile, install, up, status, down),
+// host/record (the audit verbs), host/exit and host/bundle (export and import) and host/doctor,
+// all of which reach the engine through host/engine.
 package cli
 
 import (
@@ -12,6 +16,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharness-ai/sharness/host/engine"
+	"github.com/sharness-ai/sharness/host/stack"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -30,15 +36,24 @@ type refused struct{ error }
 
 func (r refused) Unwrap() error { return r.error }
 
+// Refused says the error is a failed check. The libraries mark theirs the same way.
+func (refused) Refused() bool { return true }
+
 type app struct {
 	out, errOut io.Writer
 	manifest    string
 	asJSON      bool
+	docker      *engine.Docker
 }
 
 // Main runs the CLI with args (without the program name) and returns the exit code.
 func Main(args []string, stdout, stderr io.Writer) int {
-	a := &app{out: stdout, errOut: stderr}
+	return execute(args, stdout, stderr, engine.New())
+}
+
+// execute is Main on the engine d.
+func execute(args []string, stdout, stderr io.Writer, d *engine.Docker) int {
+	a := &app{out: stdout, errOut: stderr, docker: d}
 	root := &cobra.Command{
 		Use:           "sharness-ai",
 		Short:         "Compile, hash, sign and verify SHarness policies",
@@ -56,7 +71,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	fmt.Fprintln(stderr, "sharness-ai:", err)
-	if errors.As(err, new(refused)) {
+	if r := (interface{ Refused() bool })(nil); errors.As(err, &r) && r.Refused() {
 		return ExitRefused
 	}
 	return ExitUsage
@@ -79,7 +94,13 @@ func (a *app) load() (*pbp.Manifest, error) {
 	if err != nil {
 		return nil, inDir(dir, err)
 	}
-	return m, checkComponents(m)
+	return m, stack.CheckComponents(m)
+}
+
+// stack is the compose project name of the stack on a.docker, with its compose files (none:
+// compose's own choice) and the manifest it runs.
+func (a *app) stack(name string, files []string, m *pbp.Manifest) stack.Project {
+	return stack.Project{Engine: a.docker, Name: name, Files: files, Policy: m, Progress: a.errOut}
 }
 
 // inDir makes a policy error name its file as the user would, relative to the working directory.

@@ -18,13 +18,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sharness-ai/sharness/host/dashboard"
+	"github.com/sharness-ai/sharness/host/record"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/gate"
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 func (a *app) dashboardCmd() *cobra.Command {
-	var t auditTrust
+	t := auditTrust{docker: a.docker}
 	var dirs []string
 	var key, listen string
 	var readOnly bool
@@ -61,19 +62,19 @@ func (a *app) dashboardCmd() *cobra.Command {
 				logs, err := t.logs(args)
 				var out []dashboard.Log
 				for _, l := range logs {
-					out = append(out, dashboard.Log{File: l.file, Component: l.component})
+					out = append(out, dashboard.Log{File: l.File, Component: l.Component})
 				}
 				return out, err
 			})
 			cfg.Trust = func(logs []dashboard.Log) (audit.Trust, string, error) {
-				var al []auditLog
+				var al []record.Log
 				for _, l := range logs {
-					al = append(al, auditLog{l.File, l.Component})
+					al = append(al, record.Log{File: l.File, Component: l.Component})
 				}
 				return t.trust(al)
 			}
 			cfg.GateDirs = refreshed(10*time.Second, func() ([]string, error) {
-				return gateDirs(context.Background(), dirs, t.project)
+				return a.gateDirs(context.Background(), dirs, t.project)
 			})
 			d, err := dashboard.New(cfg, ln.Addr())
 			if err != nil {
@@ -100,7 +101,7 @@ func (a *app) policyInForce(t *auditTrust) (dashboard.Policy, error) {
 	} else if p.Hash == "" {
 		p.Hash, p.Source = m.Hash, "the hash of "+a.manifest
 	}
-	if err := pbp.CheckHash(p.Hash); err != nil {
+	if err := keys.CheckHash(p.Hash); err != nil {
 		return p, fmt.Errorf("--policy-hash (or SHARNESS_AI_POLICY_HASH): %w", err)
 	}
 	t.policy = p.Hash

@@ -89,7 +89,7 @@ func TestDashboardServes(t *testing.T) {
 	var errOut bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
-		code <- Main([]string{"dashboard", "--json", "--project", "demo", "--policy-hash", auditPolicy, "--key", key, "--listen", "127.0.0.1:0"}, outW, &errOut)
+		code <- execute([]string{"dashboard", "--json", "--project", "demo", "--policy-hash", auditPolicy, "--key", key, "--listen", "127.0.0.1:0"}, outW, &errOut, testEngine)
 		outW.Close()
 	}()
 	var printed struct{ URL string }

@@ -1,29 +1,21 @@
 package cli
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/signal"
-	"regexp"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sharness-ai/sharness/host/doctor"
 	"github.com/sharness-ai/sharness/host/doctor/probe"
-	"github.com/sharness-ai/sharness/internal/seal"
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
-// doctorEnv is how `doctor` learns about the host; tests replace it (and composeLogs).
+// doctorEnv is how `doctor` learns about the host; tests replace it.
 var doctorEnv = probe.Host
-
-// projectName is docker compose's rule for project names.
-var projectName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
 func (a *app) doctorCmd() *cobra.Command {
 	var live bool
@@ -44,15 +36,15 @@ func (a *app) doctorCmd() *cobra.Command {
 				return err
 			}
 			if supplied != "" {
-				if err := pbp.CheckHash(supplied); err != nil {
+				if err := keys.CheckHash(supplied); err != nil {
 					return fmt.Errorf("--policy-hash (or SHARNESS_AI_POLICY_HASH): %w", err)
 				}
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt) // let --live remove what it made
 			defer stop()
-			f := probe.Gather(ctx, doctorEnv(), live)
-			f.KMS = kmsFacts(ctx, project)
-			f.Stack = stackFacts(ctx, project, supplied)
+			f := probe.Gather(ctx, doctorEnv(a.docker), live)
+			f.KMS = probe.KMS(ctx, a.stack(project, nil, nil))
+			f.Stack = probe.Stack(ctx, a.docker, project, supplied)
 			rs := doctor.Check(f)
 			var b strings.Builder
 			tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
@@ -78,58 +70,4 @@ func (a *app) doctorCmd() *cobra.Command {
 	c.Flags().StringVarP(&project, "project", "p", envOr("COMPOSE_PROJECT_NAME", "sharness"), "compose project of the stack whose kms and policy to report (env COMPOSE_PROJECT_NAME)")
 	c.Flags().StringVar(&supplied, "policy-hash", os.Getenv("SHARNESS_AI_POLICY_HASH"), "the hash you trust, compared with the running stack's (env SHARNESS_AI_POLICY_HASH)")
 	return c
-}
-
-// kmsFacts reads the running kms's bundle from its logs, as `kms bundle` does.
-func kmsFacts(ctx context.Context, project string) doctor.KMS {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	k := doctor.KMS{Project: project}
-	logs, err := composeLogs(ctx, project, nil)
-	switch {
-	case err != nil:
-		k.Err = fmt.Errorf("%w: %v", doctor.ErrNoStack, err)
-	case !bytes.Contains(logs, []byte(seal.BundleLogPrefix)):
-		k.Err = doctor.ErrNoStack
-	default:
-		k.Bundle, k.Err = lastBundle(logs)
-	}
-	return k
-}
-
-// stackFacts reads the policy the running stack of project attests: the launcher's last
-// "session started" line (doctor.Stack says why that line). It asks the engine directly
-// (docker ps by compose's labels, docker logs), not compose, which would need the project's
-// files; both through runDocker, which tests replace.
-func stackFacts(ctx context.Context, project, supplied string) doctor.Stack {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	s := doctor.Stack{Project: project, Supplied: supplied}
-	out, err := dockerCapture(ctx, nil, "ps", "--all", "--filter", "label=com.docker.compose.project="+project,
-		"--filter", "label=com.docker.compose.service="+launcherComponent, "--format", "{{.ID}} {{.State}}")
-	if err != nil {
-		s.Err = fmt.Errorf("%w: %v", doctor.ErrNoStack, err)
-		return s
-	}
-	var id, state string
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if i, st, _ := strings.Cut(line, " "); id == "" || st == "running" && state != "running" {
-			id, state = i, st // the running one, if any
-		}
-	}
-	switch {
-	case id == "":
-		s.Err = doctor.ErrNoStack
-		return s
-	case state != "running":
-		s.Err = fmt.Errorf("%w: its launcher is %s", doctor.ErrNoStack, state)
-		return s
-	}
-	var logs bytes.Buffer // the launcher logs to stderr, which docker logs replays on stderr
-	if err := runDocker(ctx, dockerCmd{args: []string{"logs", id}, stdout: &logs, stderr: &logs}); err != nil {
-		s.Err = fmt.Errorf("docker logs %s: %w", id, err)
-		return s
-	}
-	s.Session, s.Err = doctor.ParseSession(logs.Bytes())
-	return s
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sharness-ai/sharness/host/doctor"
 	"github.com/sharness-ai/sharness/host/doctor/probe"
+	"github.com/sharness-ai/sharness/host/engine"
 	"github.com/sharness-ai/sharness/internal/seal"
 )
 
@@ -24,19 +25,20 @@ import (
 func fakeHost(t *testing.T, docker map[string]string, files map[string]string, kmsLogs string) *[]string {
 	t.Helper()
 	var projects []string
-	origEnv, origLogs := doctorEnv, composeLogs
-	t.Cleanup(func() { doctorEnv, composeLogs = origEnv, origLogs })
-	doctorEnv = func() probe.Env {
+	origEnv, origLogs, origDocker := doctorEnv, composeLogs, hostDocker
+	t.Cleanup(func() { doctorEnv, composeLogs, hostDocker = origEnv, origLogs, origDocker })
+	hostDocker = func(_ context.Context, args ...string) ([]byte, error) {
+		cmd := strings.Join(args, " ")
+		for prefix, out := range docker {
+			if strings.HasPrefix(cmd, prefix) {
+				return []byte(out), nil
+			}
+		}
+		return []byte(`{"Server":null}`), errors.New("docker " + cmd + ": exit status 1: Cannot connect to the Docker daemon")
+	}
+	doctorEnv = func(*engine.Docker) probe.Env {
 		return probe.Env{
-			Docker: func(_ context.Context, args ...string) ([]byte, error) {
-				cmd := strings.Join(args, " ")
-				for prefix, out := range docker {
-					if strings.HasPrefix(cmd, prefix) {
-						return []byte(out), nil
-					}
-				}
-				return []byte(`{"Server":null}`), errors.New("docker " + cmd + ": exit status 1: Cannot connect to the Docker daemon")
-			},
+			Engine: probeEngine(hostDocker),
 			ReadFile: func(name string) ([]byte, error) {
 				if s, ok := files[name]; ok {
 					return []byte(s), nil
@@ -56,6 +58,19 @@ func fakeHost(t *testing.T, docker map[string]string, files map[string]string, k
 	}
 	fakeLauncher(t, "", "")
 	return &projects
+}
+
+// hostDocker answers the docker commands doctor's probe runs, by their arguments: what the
+// probe's engine (probeEngine) prints and the error.
+var hostDocker func(ctx context.Context, args ...string) ([]byte, error)
+
+// probeEngine is an engine whose commands docker answers.
+func probeEngine(docker func(ctx context.Context, args ...string) ([]byte, error)) *engine.Docker {
+	return engine.With(func(ctx context.Context, c engine.Command) error {
+		out, err := docker(ctx, c.Args...)
+		c.Stdout.Write(out)
+		return err
+	})
 }
 
 // fakeLauncher replaces the engine doctor asks for the running stack's launcher: state is what
@@ -229,8 +244,8 @@ func TestDoctor(t *testing.T) {
 		fakeHost(t, healthyDocker, healthyFiles, logs)
 		env := doctorEnv
 		var addr string
-		doctorEnv = func() probe.Env {
-			e := env()
+		doctorEnv = func(d *engine.Docker) probe.Env {
+			e := env(d)
 			e.Listen = func(network, _ string) (net.PacketConn, error) {
 				pc, err := net.ListenPacket(network, "127.0.0.1:0")
 				if err == nil {
@@ -238,8 +253,8 @@ func TestDoctor(t *testing.T) {
 				}
 				return pc, err
 			}
-			docker := e.Docker
-			e.Docker = func(ctx context.Context, args ...string) ([]byte, error) {
+			docker := hostDocker
+			e.Engine = probeEngine(func(ctx context.Context, args ...string) ([]byte, error) {
 				switch {
 				case args[0] == "run": // a leaky engine: the container's query reaches the host
 					c, _ := net.Dial("udp4", addr)
@@ -251,7 +266,7 @@ func TestDoctor(t *testing.T) {
 					return nil, nil
 				}
 				return docker(ctx, args...)
-			}
+			})
 			return e
 		}
 		code, out, errOut := run(t, "doctor", "--live")

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/ed25519"
@@ -17,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharness-ai/sharness/host/bundle"
+	"github.com/sharness-ai/sharness/testkit/bundletest"
+	"github.com/sharness-ai/sharness/host/exit"
 	"github.com/sharness-ai/sharness/images/kms/custody"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/gate"
@@ -182,7 +184,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	}
 	var res struct {
 		Secrets []string
-		Audit   exportAudit
+		Audit   exit.Audit
 		Policy  string
 	}
 	if err := json.Unmarshal([]byte(stdout), &res); err != nil || res.Policy != s.m.Hash || len(res.Secrets) != 1 || !res.Audit.OK || len(res.Audit.Logs) != 3 {
@@ -200,12 +202,11 @@ func TestExportImportRoundTrip(t *testing.T) {
 			t.Fatalf("the bundle holds the secret (%.12s…) in the clear", f)
 		}
 	}
-	b, err := readExport(data)
-	if err != nil {
+	if _, err := bundle.Read(data); err != nil {
 		t.Fatal(err)
 	}
 	// kms records the order before it answers, so the exported log holds it.
-	if kmsLog := b.parts["audit/kms.jsonl"]; !bytes.Contains(kmsLog, []byte(`"action":"order","decision":"allow","caller":"operator"`)) {
+	if kmsLog := bundletest.Part(t, data, "audit/kms.jsonl"); !bytes.Contains(kmsLog, []byte(`"action":"order","decision":"allow","caller":"operator"`)) {
 		t.Errorf("the exported kms log does not record the order:\n%s", kmsLog)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(s.root, "demo_gate-kms", "_data", "orders")); len(entries) != 0 {
@@ -247,7 +248,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if err != nil || m2.Hash != s.m.Hash {
 		t.Fatalf("the restored policy: %v, hash %v, want %s", err, m2, s.m.Hash)
 	}
-	var v exportAudit
+	var v exit.Audit
 	if raw, err := os.ReadFile(filepath.Join(into, "audit-archive", "verify.json")); err != nil || json.Unmarshal(raw, &v) != nil || !v.OK || len(v.Logs) != 3 {
 		t.Errorf("audit-archive/verify.json: %v %+v", err, v)
 	}
@@ -301,45 +302,6 @@ func TestExportImportRoundTrip(t *testing.T) {
 	})
 }
 
-// tarEntries reads a tar into its entries, in order.
-func tarEntries(t testing.TB, data []byte) []tarEntry {
-	t.Helper()
-	var out []tarEntry
-	tr := tar.NewReader(bytes.NewReader(data))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(tr)
-		out = append(out, tarEntry{h, b})
-	}
-}
-
-type tarEntry struct {
-	h    *tar.Header
-	data []byte
-}
-
-func writeTar(entries []tarEntry) []byte {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for _, e := range entries {
-		h := *e.h
-		h.Size = int64(len(e.data))
-		if h.Typeflag != tar.TypeReg {
-			h.Size = 0
-		}
-		tw.WriteHeader(&h)
-		tw.Write(e.data)
-	}
-	tw.Close()
-	return b.Bytes()
-}
-
 // exportedBundle runs a whole export and returns the bundle's bytes and the keys.
 func exportedBundle(t *testing.T) (data []byte, rKey string, opKey ed25519.PrivateKey) {
 	t.Helper()
@@ -357,79 +319,18 @@ func exportedBundle(t *testing.T) (data []byte, rKey string, opKey ed25519.Priva
 	return data, rKey, opKey
 }
 
-// tamperings are the ways a bundle is changed after export, each with what import must name.
-func tamperings(t testing.TB, data []byte, opKey ed25519.PrivateKey) []struct {
-	name string
-	data []byte
-	want string
-} {
-	edit := func(path string, f func([]byte) []byte) []byte {
-		es := tarEntries(t, data)
-		for i := range es {
-			if es[i].h.Name == path {
-				es[i].data = f(bytes.Clone(es[i].data))
-			}
-		}
-		return writeTar(es)
-	}
-	flip := func(b []byte) []byte { b[len(b)/2] ^= 1; return b }
-	es := tarEntries(t, data)
-	extra := append(tarEntries(t, data), tarEntry{&tar.Header{Name: "audit/evil.jsonl", Typeflag: tar.TypeReg, Mode: 0o644}, []byte("{}\n")})
-	link := append(tarEntries(t, data), tarEntry{&tar.Header{Name: "policy/layers/link.yaml", Typeflag: tar.TypeSymlink, Linkname: "/etc/passwd"}, nil})
-	escape := append(tarEntries(t, data), tarEntry{&tar.Header{Name: "policy/../../etc/cron.d/x", Typeflag: tar.TypeReg}, []byte("x")})
-	dup := append(tarEntries(t, data), es[len(es)-1])
-	var missing []tarEntry
-	for _, e := range es {
-		if e.h.Name != "secrets/anthropic-api-key.sealed" {
-			missing = append(missing, e)
-		}
-	}
-	// Consistent hashes, signed by the operator, but a policy that is not the manifest's hash.
-	b, err := readExport(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lie := b.header
-	lie.PolicyHash = "sha256:" + strings.Repeat("2", 64)
-	lied, err := marshalExport(lie, b.parts, opKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return []struct {
-		name string
-		data []byte
-		want string
-	}{
-		{"a layer changed", edit("policy/layers/L3-kms.yaml", flip), "part policy/layers/L3-kms.yaml"},
-		{"the manifest changed", edit("policy/manifest.yaml", flip), "part policy/manifest.yaml"},
-		{"a sealed secret changed", edit("secrets/anthropic-api-key.sealed", flip), "part secrets/anthropic-api-key.sealed"},
-		{"an audit log changed", edit("audit/net.jsonl", flip), "part audit/net.jsonl"},
-		{"the verification changed", edit("audit/verify.json", func(b []byte) []byte { return bytes.Replace(b, []byte(`"ok": true`), []byte(`"ok": false`), 1) }), "part audit/verify.json"},
-		{"the bundle manifest changed", edit(exportHeaderPath, func(b []byte) []byte {
-			return bytes.Replace(b, []byte(`"audit_ok": true`), []byte(`"audit_ok": false`), 1)
-		}), "signature of sharness-export.json does not verify"},
-		{"a part added", writeTar(extra), "part audit/evil.jsonl is not in the manifest"},
-		{"a part removed", writeTar(missing), "part secrets/anthropic-api-key.sealed is listed but missing"},
-		{"a symlink", writeTar(link), `"policy/layers/link.yaml" is not a regular file`},
-		{"a path out", writeTar(escape), "is no part of an export bundle"},
-		{"an entry twice", writeTar(dup), "appears twice"},
-		{"not a tar", []byte("hello"), "not a readable tar file"},
-		{"a policy hash that is not the files'", lied, "the bundle's policy files hash to"},
-	}
-}
-
 // TestImportRefusesTampered: each change to a bundle after export is refused by import, naming
 // the part, and nothing is written.
 func TestImportRefusesTampered(t *testing.T) {
 	data, rKey, opKey := exportedBundle(t)
-	for _, tc := range tamperings(t, data, opKey) {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, tc := range bundletest.Tamperings(t, data, opKey) {
+		t.Run(tc.Name, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "x.tar")
-			os.WriteFile(file, tc.data, 0o600)
+			os.WriteFile(file, tc.Data, 0o600)
 			into := filepath.Join(t.TempDir(), "r")
 			code, _, errOut := run(t, "import", file, "--key", rKey, "--into", into)
-			if code != ExitRefused || !strings.Contains(errOut, tc.want) {
-				t.Errorf("import: exit %d, %s\nwant exit 1 naming %q", code, errOut, tc.want)
+			if code != ExitRefused || !strings.Contains(errOut, tc.Want) {
+				t.Errorf("import: exit %d, %s\nwant exit 1 naming %q", code, errOut, tc.Want)
 			}
 			if _, err := os.Stat(into); err == nil {
 				t.Error("import wrote the folder of a refused bundle")
@@ -454,8 +355,8 @@ func TestExportRecordsAFailedAudit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no bundle written: %v", err)
 	}
-	b, err := readExport(data)
-	if err != nil || b.header.AuditOK || !bytes.Contains(b.parts[exportVerifyPath], []byte(`"ok": false`)) {
+	b, err := bundle.Read(data)
+	if err != nil || b.Header().AuditOK || !bytes.Contains(bundletest.Part(t, data, bundle.VerifyPath), []byte(`"ok": false`)) {
 		t.Errorf("the bundle does not record the failure: %v", err)
 	}
 }
@@ -500,35 +401,4 @@ func TestExportRefuses(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzReadExport: no input panics, and what readExport accepts lists exactly the parts it holds,
-// each with its hash, under a manifest signed by the key it names.
-func FuzzReadExport(f *testing.F) {
-	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{3}, 32))
-	parts := map[string][]byte{"policy/manifest.yaml": []byte("pbp: 1\n"), "audit/kms.jsonl": []byte("{}\n"), "audit/verify.json": []byte("{}"),
-		"secrets/api-key.sealed": []byte("{}")}
-	h := exportHeader{V: 1, Kind: exportKind, Created: "2030-01-01T00:00:00Z", PolicyHash: "sha256:" + strings.Repeat("a", 64), Secrets: []string{"api-key"}}
-	good, err := marshalExport(h, parts, key)
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Add(good)
-	for _, tc := range tamperings(f, good, key) {
-		f.Add(tc.data)
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		b, err := readExport(data)
-		if err != nil {
-			return
-		}
-		if len(b.parts) != len(b.header.Parts) {
-			t.Fatalf("accepted %d parts for %d listed", len(b.parts), len(b.header.Parts))
-		}
-		for p := range b.parts {
-			if !validPart(p) {
-				t.Fatalf("accepted a part at %q", p)
-			}
-		}
-	})
 }

@@ -31,7 +31,7 @@ func defaultOperatorKey() string {
 // gateDirs are the gate directories to look in: --gate-dir flags, else SHARNESS_AI_GATE_DIRS
 // (colon-separated), else, with --project, the mountpoints of the project's volumes
 // <project>_gate-<component> (root's on the host).
-func gateDirs(ctx context.Context, flags []string, project string) ([]string, error) {
+func (a *app) gateDirs(ctx context.Context, flags []string, project string) ([]string, error) {
 	dirs := flags
 	if len(dirs) == 0 {
 		dirs = strings.FieldsFunc(os.Getenv("SHARNESS_AI_GATE_DIRS"), func(r rune) bool { return r == ':' })
@@ -42,9 +42,9 @@ func gateDirs(ctx context.Context, flags []string, project string) ([]string, er
 		}
 		return dirs, nil
 	}
-	vols, err := projectVolumes(ctx, project, "gate")
+	vols, err := a.stack(project, nil, nil).Volumes(ctx, "gate")
 	for _, v := range vols {
-		dirs = append(dirs, v.dir)
+		dirs = append(dirs, v.Dir)
 	}
 	return dirs, err
 }
@@ -101,7 +101,7 @@ func (a *app) pendingCmd() *cobra.Command {
 		Short: "List the requests waiting for a person (exit 1 if a gate directory or request could not be read)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ds, err := gateDirs(cmd.Context(), dirs, project)
+			ds, err := a.gateDirs(cmd.Context(), dirs, project)
 			if err != nil {
 				return err
 			}
@@ -158,7 +158,7 @@ func (a *app) decideCmd(d gate.Decision) *cobra.Command {
 		Short: "Sign a decision to " + string(d) + " the pending request ID (see `sharness-ai pending`)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ds, err := gateDirs(cmd.Context(), dirs, project)
+			ds, err := a.gateDirs(cmd.Context(), dirs, project)
 			switch {
 			case err != nil:
 				return err

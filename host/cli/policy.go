@@ -12,11 +12,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sharness-ai/sharness/compose"
+	"github.com/sharness-ai/sharness/host/stack"
 	"github.com/sharness-ai/sharness/images/llm/messages"
 	"github.com/sharness-ai/sharness/internal/artefact"
 	"github.com/sharness-ai/sharness/internal/strictjson"
 	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -74,18 +75,13 @@ func (a *app) compileCmd() *cobra.Command {
 	return c
 }
 
-// build loads the manifest and compiles every artefact of the stack as they belong in out (the
-// compose file names the manifest's folder relative to it).
+// build loads the manifest and compiles every artefact of the stack as they belong in out.
 func (a *app) build(out, runtime string) (*pbp.Manifest, compile.Artefacts, error) {
 	m, err := a.load()
 	if err != nil {
 		return nil, nil, err
 	}
-	policyDir, err := relDir(out, filepath.Dir(a.manifest))
-	if err != nil {
-		return nil, nil, err
-	}
-	files, err := compose.Build(m, compose.Options{Runtime: runtime, PolicyDir: policyDir})
+	files, err := stack.Build(m, a.manifest, out, runtime)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -166,7 +162,7 @@ func (a *app) verifyCmd() *cobra.Command {
 				return err
 			}
 			if want != "" {
-				if err := pbp.CheckHash(want); err != nil {
+				if err := keys.CheckHash(want); err != nil {
 					return err
 				}
 				if m.Hash != want {
@@ -195,7 +191,7 @@ func verifySig(hash, keyFile, sigFile, manifest string) error {
 	if err != nil {
 		return fmt.Errorf("read key %q: %w", keyFile, err)
 	}
-	pub, err := pbp.ParsePublicKey(keyPEM)
+	pub, err := keys.ParsePublic(keyPEM)
 	if err != nil {
 		return fmt.Errorf("%s: %w", keyFile, err)
 	}
@@ -203,7 +199,7 @@ func verifySig(hash, keyFile, sigFile, manifest string) error {
 	if err != nil {
 		return refused{fmt.Errorf("no signature: read %q: %w", sigFile, err)}
 	}
-	if err := pbp.VerifySignature(hash, sig, pub); err != nil {
+	if err := keys.Verify(hash, sig, pub); err != nil {
 		return refused{fmt.Errorf("%s: %w", sigFile, err)}
 	}
 	return nil
@@ -220,7 +216,7 @@ func (a *app) signCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("read key %q: %w", keyFile, err)
 			}
-			priv, err := pbp.ParsePrivateKey(keyPEM)
+			priv, err := keys.ParsePrivate(keyPEM)
 			if err != nil {
 				return fmt.Errorf("%s: %w", keyFile, err)
 			}
@@ -228,7 +224,7 @@ func (a *app) signCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sig, err := pbp.Sign(m.Hash, priv)
+			sig, err := keys.Sign(m.Hash, priv)
 			if err != nil {
 				return err
 			}
@@ -264,7 +260,7 @@ func (a *app) keygenCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			privPEM, pubPEM, err := pbp.EncodeKeys(priv)
+			privPEM, pubPEM, err := keys.Encode(priv)
 			if err != nil {
 				return err
 			}
@@ -286,7 +282,7 @@ func (a *app) keygenCmd() *cobra.Command {
 			if err := os.WriteFile(pubFile, pubPEM, 0o644); err != nil {
 				return err
 			}
-			id, pin := pbp.KeyID(priv.Public().(ed25519.PublicKey)), pbp.PinString(priv.Public().(ed25519.PublicKey))
+			id, pin := keys.ID(priv.Public().(ed25519.PublicKey)), keys.Pin(priv.Public().(ed25519.PublicKey))
 			return a.print(map[string]string{"private": privFile, "public": pubFile, "key": id, "pin": pin},
 				fmt.Sprintf("wrote %s and %s (key %s)\npin it for the stack: SHARNESS_AI_POLICY_KEY=%s\n", privFile, pubFile, id, pin))
 		},
@@ -323,24 +319,4 @@ func (a *app) lockCmd() *cobra.Command {
 			return a.print(map[string]string{"policy": m.Hash}, fmt.Sprintf("locked %s: policy %s\n", a.manifest, m.Hash))
 		},
 	}
-}
-
-// relDir names dir as the compose file in out refers to it: relative, starting with "./".
-func relDir(out, dir string) (string, error) {
-	absOut, err := filepath.Abs(out)
-	if err != nil {
-		return "", err
-	}
-	absDir, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
-	}
-	rel, err := filepath.Rel(absOut, absDir)
-	if err != nil {
-		return "", fmt.Errorf("the manifest's folder %s cannot be named relative to %s: %w", dir, out, err)
-	}
-	if !strings.HasPrefix(rel, "..") {
-		rel = "./" + rel
-	}
-	return filepath.ToSlash(rel), nil
 }

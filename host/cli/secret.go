@@ -1,15 +1,12 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -20,32 +17,13 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/artefact"
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 // secretInput is where `secret seal` reads the secret: stdin, never argv (argv is visible to
 // every process of the host and lands in shell history). Tests replace it.
 var secretInput io.Reader = os.Stdin
-
-// composeLogs returns the kms container's output as `docker compose logs` prints it. Tests
-// replace it, so the verb is testable without Docker.
-var composeLogs = func(ctx context.Context, project string, files []string) ([]byte, error) {
-	args := []string{"compose"}
-	if project != "" {
-		args = append(args, "-p", project)
-	}
-	for _, f := range files {
-		args = append(args, "-f", f)
-	}
-	cmd := exec.CommandContext(ctx, "docker", append(args, "logs", "--no-log-prefix", "kms")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("docker %s: %w: %s", strings.Join(cmd.Args[1:], " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return out, nil
-}
 
 func defaultSecretsDir() string { return envOr("SHARNESS_AI_SECRETS_DIR", "secrets") }
 
@@ -83,7 +61,7 @@ func (a *app) secretSealCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("read key: %w", err)
 				}
-				if signer, err = pbp.ParsePrivateKey(data); err != nil {
+				if signer, err = keys.ParsePrivate(data); err != nil {
 					return fmt.Errorf("%s: %w", keyFile, err)
 				}
 			}
@@ -174,7 +152,7 @@ func senderOf(s *seal.Sealed) string {
 	if s.Sender() == nil {
 		return "unsigned"
 	}
-	return "signed by " + pbp.PinString(s.Sender())
+	return "signed by " + keys.Pin(s.Sender())
 }
 
 // listed is one row of `secret list`.
@@ -269,24 +247,9 @@ func (a *app) kmsCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// kms prints its bundle once it has made its identity, a moment after it starts.
-			deadline := time.Now().Add(wait)
-			var b *seal.Bundle
-			for {
-				logs, err := composeLogs(cmd.Context(), project, files)
-				if err == nil {
-					b, err = lastBundle(logs)
-				}
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					return refused{err}
-				}
-				select {
-				case <-cmd.Context().Done():
-					return cmd.Context().Err()
-				case <-time.After(500 * time.Millisecond):
-				}
+			b, err := a.stack(project, files, nil).KMSBundle(cmd.Context(), wait)
+			if err != nil {
+				return err
 			}
 			// Seal only to a kms that runs the policy the person supplied.
 			if want := os.Getenv("SHARNESS_AI_POLICY_HASH"); want != "" && b.PolicyHash() != want {
@@ -310,24 +273,4 @@ func (a *app) kmsCmd() *cobra.Command {
 	bundle.Flags().StringVarP(&out, "out", "o", "", "write the bundle to this file instead of stdout")
 	c.AddCommand(bundle)
 	return c
-}
-
-// lastBundle finds the last bundle line in the logs: a kms that restarted made a new identity,
-// and only the newest one is running.
-func lastBundle(logs []byte) (*seal.Bundle, error) {
-	var last string
-	sc := bufio.NewScanner(bytes.NewReader(logs))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimRight(sc.Text(), "\r"), seal.BundleLogPrefix); ok {
-			last = rest
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read kms logs: %w", err)
-	}
-	if last == "" {
-		return nil, errors.New("no " + strings.TrimSpace(seal.BundleLogPrefix) + " line in the kms logs: is the stack up, and kms started?")
-	}
-	return seal.ParseBundle([]byte(last))
 }

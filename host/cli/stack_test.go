@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sharness-ai/sharness/host/stack"
 )
 
 // psLine is one line of `docker compose ps --all --format json` as compose v2.40 prints it.
@@ -415,39 +417,6 @@ func TestUpFailureShowsStatus(t *testing.T) {
 	}
 }
 
-func TestParsePS(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    []psRow
-		wantErr bool
-	}{
-		{name: "lines (compose 2.21 on)", in: psLine("kms", "running", "") + "\n" + psLine("fs", "running", "unhealthy") + "\n",
-			want: []psRow{{ID: "id-kms", Name: "sharness-kms-1", Service: "kms", State: "running"}, {ID: "id-fs", Name: "sharness-fs-1", Service: "fs", State: "running", Health: "unhealthy"}}},
-		{name: "array (older compose)", in: "[" + psLine("net", "exited", "") + "]\n",
-			want: []psRow{{ID: "id-net", Name: "sharness-net-1", Service: "net", State: "exited"}}},
-		{name: "no containers", in: "", want: nil},
-		{name: "garbage", in: "{\"Service\":", wantErr: true},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parsePS([]byte(tc.in))
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err %v, want error %v", err, tc.wantErr)
-			}
-			if diff := cmp.Diff(tc.want, got); !tc.wantErr && diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
-func FuzzParsePS(f *testing.F) {
-	f.Add([]byte(psLine("kms", "running", "healthy") + "\n"))
-	f.Add([]byte("[" + psLine("net", "exited", "") + "]"))
-	f.Fuzz(func(t *testing.T, data []byte) { parsePS(data) })
-}
-
 func TestStatus(t *testing.T) {
 	copyTree(t, "policies")
 	t.Setenv("COMPOSE_PROJECT_NAME", "")
@@ -499,15 +468,15 @@ func TestStatusJSON(t *testing.T) {
 	if code != ExitRefused {
 		t.Fatalf("exit %d, want %d", code, ExitRefused)
 	}
-	var rows []stackRow
+	var rows []stack.Row
 	if err := json.Unmarshal([]byte(out), &rows); err != nil {
 		t.Fatalf("--json output: %v\n%s", err, out)
 	}
-	byService := map[string]stackRow{}
+	byService := map[string]stack.Row{}
 	for _, r := range rows {
 		byService[r.Service] = r
 	}
-	want := map[string]stackRow{
+	want := map[string]stack.Row{
 		"fs":    {Service: "fs", Container: "sharness-fs-1", State: "running", Health: "unhealthy", Runtime: "sharness", Component: true, Problem: "health unhealthy"},
 		"kms":   {Service: "kms", Container: "sharness-kms-1", State: "running", Runtime: "sharness", Component: true},
 		"agent": {Service: "agent", State: "absent", Component: true},

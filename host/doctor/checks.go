@@ -150,7 +150,7 @@ func runtimeCheck(f Facts) (Status, string) {
 		return Skipped, fmt.Sprintf("docker info failed: %v", orText(e.InfoErr, "no engine"))
 	case registered && e.DefaultRuntime == "sharness":
 		return OK, "the sharness runtime is registered and is the default runtime"
-	case registered: // DESIGN §10: anyone with the Docker API can pick another runtime.
+	case registered: // anyone with the Docker API can pick another runtime (docs/architecture.md, --runtime runc)
 		return Degraded, fmt.Sprintf("the sharness runtime is registered but the default is %s: anyone with the Docker API can choose another runtime; make it the default (daemon.json \"default-runtime\": \"sharness\")", e.DefaultRuntime)
 	}
 	return Fail, fmt.Sprintf("no sharness runtime registered (default %s): the stack's services ask for runtime sharness and will not start; install it (hack/runtime.sh install) and register it (hack/engine.sh starts dockerd with it, or daemon.json \"runtimes\" and \"default-runtime\")", e.DefaultRuntime)

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 // Stack is what the running stack attests about its policy, and the hash the person supplied.
@@ -55,7 +55,7 @@ func ParseSession(logs []byte) (Session, error) {
 		if json.Unmarshal(line, &l) != nil || l.Msg != SessionLine {
 			continue
 		}
-		if err := pbp.CheckHash(l.Policy); err != nil || !sha256Hex.MatchString(l.SessionCA) {
+		if err := keys.CheckHash(l.Policy); err != nil || !sha256Hex.MatchString(l.SessionCA) {
 			return Session{}, fmt.Errorf("a %q line with policy %q and session_ca_sha256 %q: not a policy hash and a session CA hash", SessionLine, l.Policy, l.SessionCA)
 		}
 		last = &Session{Policy: l.Policy, SessionCA: l.SessionCA}

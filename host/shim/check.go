@@ -11,16 +11,16 @@ import (
 
 // Check returns every way got (the config.json an engine wrote into a bundle, for create and
 // run) is wider than want (the component's compiled config.json). No refusal means allowed.
-func Check(want, got *specs.Spec) []Refusal {
+func Check(want, got *specs.Spec) []Reason {
 	if want == nil || got == nil {
-		return []Refusal{{Field: "spec", Want: "a compiled policy and a bundle spec", Got: "none"}}
+		return []Reason{{Field: "spec", Want: "a compiled policy and a bundle spec", Got: "none"}}
 	}
-	var out []Refusal
+	var out []Reason
 	if got.Root == nil || !got.Root.Readonly {
-		out = append(out, Refusal{Field: "root.readonly", Want: "true", Got: "false"})
+		out = append(out, Reason{Field: "root.readonly", Want: "true", Got: "false"})
 	}
 	if got.Process == nil {
-		out = append(out, Refusal{Field: "process", Want: "a process", Got: "none"})
+		out = append(out, Reason{Field: "process", Want: "a process", Got: "none"})
 	} else {
 		out = append(out, CheckProcess(want, got.Process)...)
 	}
@@ -33,14 +33,14 @@ func Check(want, got *specs.Spec) []Refusal {
 		for _, d := range gl.Devices {
 			paths = append(paths, d.Path)
 		}
-		out = append(out, Refusal{Field: "linux.devices", Want: "none", Got: strings.Join(paths, ",")})
+		out = append(out, Reason{Field: "linux.devices", Want: "none", Got: strings.Join(paths, ",")})
 	}
 	out = append(out, checkResources(wl.Resources, gl.Resources, true)...)
 	out = append(out, missing("linux.maskedPaths", wl.MaskedPaths, gl.MaskedPaths)...)
 	out = append(out, missing("linux.readonlyPaths", wl.ReadonlyPaths, gl.ReadonlyPaths)...)
 	for _, k := range sortedKeys(wl.Sysctl) {
 		if v, ok := gl.Sysctl[k]; !ok || v != wl.Sysctl[k] {
-			out = append(out, Refusal{Field: "linux.sysctl[" + k + "]", Want: strconv.Quote(wl.Sysctl[k]), Got: orUnset(v, ok)})
+			out = append(out, Reason{Field: "linux.sysctl[" + k + "]", Want: strconv.Quote(wl.Sysctl[k]), Got: orUnset(v, ok)})
 		}
 	}
 	return out
@@ -48,15 +48,15 @@ func Check(want, got *specs.Spec) []Refusal {
 
 // CheckProcess returns every way p (the process of a create, or of `exec --process`) is wider
 // than want's process. The terminal, arguments, environment and working folder are the caller's.
-func CheckProcess(want *specs.Spec, p *specs.Process) []Refusal {
+func CheckProcess(want *specs.Spec, p *specs.Process) []Reason {
 	if want == nil || want.Process == nil || p == nil {
-		return []Refusal{{Field: "process", Want: "a compiled process", Got: "none"}}
+		return []Reason{{Field: "process", Want: "a compiled process", Got: "none"}}
 	}
 	w := want.Process
-	var out []Refusal
+	var out []Reason
 	// Without capabilities runc leaves the process the ones it has (all of root's): fail closed.
 	if p.Capabilities == nil {
-		out = append(out, Refusal{Field: "process.capabilities", Want: "explicit sets", Got: "none (the runtime's defaults)"})
+		out = append(out, Reason{Field: "process.capabilities", Want: "explicit sets", Got: "none (the runtime's defaults)"})
 	} else {
 		wc := w.Capabilities
 		if wc == nil {
@@ -69,10 +69,10 @@ func CheckProcess(want *specs.Spec, p *specs.Process) []Refusal {
 		out = append(out, extraCaps("ambient", wc.Ambient, p.Capabilities.Ambient)...)
 	}
 	if p.User.UID == 0 || p.User.UID != w.User.UID {
-		out = append(out, Refusal{Field: "process.user.uid", Want: fmt.Sprint(w.User.UID), Got: fmt.Sprint(p.User.UID)})
+		out = append(out, Reason{Field: "process.user.uid", Want: fmt.Sprint(w.User.UID), Got: fmt.Sprint(p.User.UID)})
 	}
 	if p.User.GID == 0 || p.User.GID != w.User.GID {
-		out = append(out, Refusal{Field: "process.user.gid", Want: fmt.Sprint(w.User.GID), Got: fmt.Sprint(p.User.GID)})
+		out = append(out, Reason{Field: "process.user.gid", Want: fmt.Sprint(w.User.GID), Got: fmt.Sprint(p.User.GID)})
 	}
 	var extraGids []string
 	for _, g := range p.User.AdditionalGids {
@@ -81,23 +81,23 @@ func CheckProcess(want *specs.Spec, p *specs.Process) []Refusal {
 		}
 	}
 	if len(extraGids) > 0 {
-		out = append(out, Refusal{Field: "process.user.additionalGids", Want: fmt.Sprint(w.User.AdditionalGids), Got: strings.Join(extraGids, ",")})
+		out = append(out, Reason{Field: "process.user.additionalGids", Want: fmt.Sprint(w.User.AdditionalGids), Got: strings.Join(extraGids, ",")})
 	}
 	if !p.NoNewPrivileges {
-		out = append(out, Refusal{Field: "process.noNewPrivileges", Want: "true", Got: "false"})
+		out = append(out, Reason{Field: "process.noNewPrivileges", Want: "true", Got: "false"})
 	}
 	if !labelAllowed(w.ApparmorProfile, p.ApparmorProfile) {
-		out = append(out, Refusal{Field: "process.apparmorProfile", Want: orEngine(w.ApparmorProfile), Got: p.ApparmorProfile})
+		out = append(out, Reason{Field: "process.apparmorProfile", Want: orEngine(w.ApparmorProfile), Got: p.ApparmorProfile})
 	}
 	if !labelAllowed(w.SelinuxLabel, p.SelinuxLabel) {
-		out = append(out, Refusal{Field: "process.selinuxLabel", Want: orEngine(w.SelinuxLabel), Got: p.SelinuxLabel})
+		out = append(out, Reason{Field: "process.selinuxLabel", Want: orEngine(w.SelinuxLabel), Got: p.SelinuxLabel})
 	}
 	return out
 }
 
 // CheckResources returns every way r (what `update` asks for) widens want's limits. A nil field
 // leaves the current value; a limit at or below zero removes it (runc's -1) and is refused.
-func CheckResources(want *specs.Spec, r *specs.LinuxResources) []Refusal {
+func CheckResources(want *specs.Spec, r *specs.LinuxResources) []Reason {
 	if r == nil {
 		return nil
 	}
@@ -106,7 +106,7 @@ func CheckResources(want *specs.Spec, r *specs.LinuxResources) []Refusal {
 
 // extraCaps refuses the capabilities of one set that want's same set lacks. Names are compared
 // upper-case with the CAP_ prefix, so "net_admin" cannot slip past as an unknown spelling.
-func extraCaps(set string, want, got []string) []Refusal {
+func extraCaps(set string, want, got []string) []Reason {
 	var extra []string
 	for _, c := range got {
 		if n := capName(c); !slices.ContainsFunc(want, func(w string) bool { return capName(w) == n }) {
@@ -116,7 +116,7 @@ func extraCaps(set string, want, got []string) []Refusal {
 	if len(extra) == 0 {
 		return nil
 	}
-	return []Refusal{{Field: "process.capabilities." + set, Want: listOrNone(want), Got: strings.Join(extra, ",")}}
+	return []Reason{{Field: "process.capabilities." + set, Want: listOrNone(want), Got: strings.Join(extra, ",")}}
 }
 
 func capName(c string) string {
@@ -146,14 +146,14 @@ func labelAllowed(want, got string) bool {
 
 // checkResources compares the pids, memory and swap limits and the device cgroup. required is
 // true at create, where a missing limit means none.
-func checkResources(want, got *specs.LinuxResources, required bool) []Refusal {
+func checkResources(want, got *specs.LinuxResources, required bool) []Reason {
 	if want == nil {
 		want = &specs.LinuxResources{}
 	}
 	if got == nil {
 		got = &specs.LinuxResources{}
 	}
-	var out []Refusal
+	var out []Reason
 	var wantPids, gotPids *int64
 	if want.Pids != nil {
 		wantPids = want.Pids.Limit
@@ -180,7 +180,7 @@ func checkResources(want, got *specs.LinuxResources, required bool) []Refusal {
 			continue // the policy sets no swap limit of its own
 		}
 		if !limitAllowed(l.want, l.got, required) {
-			out = append(out, Refusal{Field: l.field, Want: limitText(l.want), Got: limitText(l.got)})
+			out = append(out, Reason{Field: l.field, Want: limitText(l.want), Got: limitText(l.got)})
 		}
 	}
 	var extra []string
@@ -190,7 +190,7 @@ func checkResources(want, got *specs.LinuxResources, required bool) []Refusal {
 		}
 	}
 	if len(extra) > 0 {
-		out = append(out, Refusal{Field: "linux.resources.devices", Want: "runc's default devices only", Got: strings.Join(extra, ",")})
+		out = append(out, Reason{Field: "linux.resources.devices", Want: "runc's default devices only", Got: strings.Join(extra, ",")})
 	}
 	return out
 }
@@ -260,7 +260,7 @@ func deviceText(d specs.LinuxDeviceCgroup) string {
 }
 
 // missing refuses want's entries that got lacks (masked and read-only paths).
-func missing(field string, want, got []string) []Refusal {
+func missing(field string, want, got []string) []Reason {
 	var lack []string
 	for _, p := range want {
 		if !slices.Contains(got, p) {
@@ -270,7 +270,7 @@ func missing(field string, want, got []string) []Refusal {
 	if len(lack) == 0 {
 		return nil
 	}
-	return []Refusal{{Field: field, Want: strings.Join(want, ","), Got: "without " + strings.Join(lack, ",")}}
+	return []Reason{{Field: field, Want: strings.Join(want, ","), Got: "without " + strings.Join(lack, ",")}}
 }
 
 func linuxOf(s *specs.Spec) *specs.Linux {

@@ -82,7 +82,7 @@ func dockerSpec(t testing.TB, want *specs.Spec) *specs.Spec {
 	return s
 }
 
-func fields(rs []Refusal) []string {
+func fields(rs []Reason) []string {
 	var out []string
 	for _, r := range rs {
 		out = append(out, r.Field)
@@ -259,8 +259,9 @@ func TestCheck(t *testing.T) {
 				t.Errorf("refused fields (-want +got):\n%s\nrefusals: %v", diff, rs)
 			}
 			for _, r := range rs {
-				if r.Want == "" || r.Got == "" || !strings.HasPrefix(r.Error(), r.Field+": ") {
-					t.Errorf("refusal %#v does not name both values", r)
+				msg := (&Refusal{Component: "agent", Reasons: []Reason{r}}).Error()
+				if r.Want == "" || r.Got == "" || msg != "sharness-runtime: refused agent: "+r.Field+": want "+r.Want+" got "+r.Got {
+					t.Errorf("refusal %#v does not name both values: %q", r, msg)
 				}
 			}
 		})

@@ -11,13 +11,13 @@ import (
 // must hash to the pin. hash reads a path inside the root ("sha256:<hex>"); an error reading it is
 // a refusal. Without a pin there is nothing to compare (the default stack pins none: its images
 // are built on the machine that runs them).
-func CheckCode(want, got *specs.Spec, hash func(path string) (string, error)) []Refusal {
+func CheckCode(want, got *specs.Spec, hash func(path string) (string, error)) []Reason {
 	pin, ok := want.Annotations[compile.AnnotationCodeSHA256]
 	if !ok {
 		return nil
 	}
 	if want.Process == nil || len(want.Process.Args) == 0 {
-		return []Refusal{{Field: "process.args", Want: "the policy's entrypoint", Got: "none in the compiled policy"}}
+		return []Reason{{Field: "process.args", Want: "the policy's entrypoint", Got: "none in the compiled policy"}}
 	}
 	entry := want.Process.Args[0]
 	if got.Process == nil || len(got.Process.Args) == 0 || got.Process.Args[0] != entry {
@@ -25,14 +25,14 @@ func CheckCode(want, got *specs.Spec, hash func(path string) (string, error)) []
 		if got.Process != nil && len(got.Process.Args) > 0 {
 			first = got.Process.Args[0]
 		}
-		return []Refusal{{Field: "process.args[0]", Want: entry + " (subject.code_sha256 pins it)", Got: first}}
+		return []Reason{{Field: "process.args[0]", Want: entry + " (subject.code_sha256 pins it)", Got: first}}
 	}
 	sum, err := hash(entry)
 	if err != nil {
-		return []Refusal{{Field: "subject.code_sha256", Want: pin, Got: err.Error()}}
+		return []Reason{{Field: "subject.code_sha256", Want: pin, Got: err.Error()}}
 	}
 	if sum != pin {
-		return []Refusal{{Field: "subject.code_sha256", Want: pin + " for " + entry, Got: sum}}
+		return []Reason{{Field: "subject.code_sha256", Want: pin + " for " + entry, Got: sum}}
 	}
 	return nil
 }

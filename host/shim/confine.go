@@ -18,15 +18,15 @@ const DefaultHelper = "/usr/local/lib/sharness-ai/sharness-landlock"
 
 // Domain reads the Landlock domain of a compiled policy. A policy compiled before the domain
 // existed has none: a refusal, since running without it would be a silent degradation.
-func Domain(want *specs.Spec) (landlock.Domain, []Refusal) {
+func Domain(want *specs.Spec) (landlock.Domain, []Reason) {
 	s, ok := want.Annotations[landlock.Annotation]
 	if !ok {
-		return landlock.Domain{}, []Refusal{{Field: "annotations." + landlock.Annotation,
+		return landlock.Domain{}, []Reason{{Field: "annotations." + landlock.Annotation,
 			Want: "a Landlock domain in the compiled policy (reinstall it: sharness-ai install)", Got: "none"}}
 	}
 	d, err := landlock.Parse(s)
 	if err != nil {
-		return landlock.Domain{}, []Refusal{{Field: "annotations." + landlock.Annotation, Want: "a valid Landlock domain", Got: err.Error()}}
+		return landlock.Domain{}, []Reason{{Field: "annotations." + landlock.Annotation, Want: "a valid Landlock domain", Got: err.Error()}}
 	}
 	return d, nil
 }
@@ -36,15 +36,15 @@ func Domain(want *specs.Spec) (landlock.Domain, []Refusal) {
 // ARGS...). It refuses an enforced domain on a kernel below landlock.MinABI. A per_command domain
 // (bash) leaves got as it is; changed says whether got was changed. Run it after Check: the
 // helper's mount is not in the policy, and Check would refuse it.
-func Confine(d landlock.Domain, got *specs.Spec, helper string, kernelABI int) (changed bool, rs []Refusal) {
+func Confine(d landlock.Domain, got *specs.Spec, helper string, kernelABI int) (changed bool, rs []Reason) {
 	switch {
 	case d.Mode == landlock.PerCommand:
 		return false, nil
 	case d.Mode == landlock.Enforce && kernelABI < landlock.MinABI:
-		return false, []Refusal{{Field: "landlock", Want: fmt.Sprintf("Landlock ABI %d or later (process.landlock: enforce)", landlock.MinABI),
+		return false, []Reason{{Field: "landlock", Want: fmt.Sprintf("Landlock ABI %d or later (process.landlock: enforce)", landlock.MinABI),
 			Got: fmt.Sprintf("the kernel's ABI %d", kernelABI)}}
 	case got.Process == nil || len(got.Process.Args) == 0:
-		return false, []Refusal{{Field: "process.args", Want: "a process to confine", Got: "none"}}
+		return false, []Reason{{Field: "process.args", Want: "a process to confine", Got: "none"}}
 	}
 	// With `init: true` the engine's init (read-only, checked as an engine mount) is the first
 	// program: it runs inside the domain too, so it must be executable there.
@@ -62,12 +62,12 @@ const dockerInit = "/sbin/docker-init"
 
 // ConfineProcess wraps a process that joins a confined container (`exec`) in the same domain d,
 // through the helper Confine bound at create. A per_command domain leaves it as it is.
-func ConfineProcess(d landlock.Domain, p *specs.Process) (changed bool, rs []Refusal) {
+func ConfineProcess(d landlock.Domain, p *specs.Process) (changed bool, rs []Reason) {
 	switch {
 	case d.Mode == landlock.PerCommand:
 		return false, nil
 	case len(p.Args) == 0:
-		return false, []Refusal{{Field: "process.args", Want: "a process to confine", Got: "none"}}
+		return false, []Reason{{Field: "process.args", Want: "a process to confine", Got: "none"}}
 	}
 	p.Args = wrap(d, p.Args)
 	return true, nil
@@ -75,17 +75,4 @@ func ConfineProcess(d landlock.Domain, p *specs.Process) (changed bool, rs []Ref
 
 func wrap(d landlock.Domain, args []string) []string {
 	return slices.Concat([]string{HelperMount, d.Encode(), "--"}, args)
-}
-
-// Unwrap undoes Confine on a spec read back from a running container's bundle: the helper's
-// mount removed and its arguments taken off, so that Check sees what the engine asked for. It
-// says whether the spec was confined.
-func Unwrap(s *specs.Spec) bool {
-	i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == HelperMount })
-	if i < 0 || s.Process == nil || len(s.Process.Args) < 3 || s.Process.Args[0] != HelperMount || s.Process.Args[2] != "--" {
-		return false
-	}
-	s.Mounts = slices.Delete(s.Mounts, i, i+1)
-	s.Process.Args = s.Process.Args[3:]
-	return true
 }

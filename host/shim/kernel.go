@@ -18,23 +18,23 @@ var engineNetns = []string{"/var/run/docker/netns/", "/run/docker/netns/"}
 
 // checkNamespaces refuses a namespace of want's that got lacks (the host's is shared), a namespace
 // joined by path (except a network one in engineNetns), and a user namespace on one side only.
-func checkNamespaces(want, got []specs.LinuxNamespace) []Refusal {
-	var out []Refusal
+func checkNamespaces(want, got []specs.LinuxNamespace) []Reason {
+	var out []Reason
 	has := func(l []specs.LinuxNamespace, t specs.LinuxNamespaceType) bool {
 		return slices.ContainsFunc(l, func(n specs.LinuxNamespace) bool { return n.Type == t })
 	}
 	for _, n := range want {
 		if n.Type != specs.UserNamespace && !has(got, n.Type) {
-			out = append(out, Refusal{Field: "linux.namespaces." + string(n.Type), Want: "new", Got: "the host's"})
+			out = append(out, Reason{Field: "linux.namespaces." + string(n.Type), Want: "new", Got: "the host's"})
 		}
 	}
 	for _, n := range got {
 		if n.Path != "" && !joinAllowed(n) {
-			out = append(out, Refusal{Field: "linux.namespaces." + string(n.Type), Want: "new", Got: "joined " + n.Path})
+			out = append(out, Reason{Field: "linux.namespaces." + string(n.Type), Want: "new", Got: "joined " + n.Path})
 		}
 	}
 	if w, g := has(want, specs.UserNamespace), has(got, specs.UserNamespace); w != g {
-		out = append(out, Refusal{Field: "linux.namespaces.user", Want: presence(w), Got: presence(g)})
+		out = append(out, Reason{Field: "linux.namespaces.user", Want: presence(w), Got: presence(g)})
 	}
 	return out
 }
@@ -71,23 +71,24 @@ func permits(a specs.LinuxSeccompAction) bool {
 }
 
 // checkSeccomp refuses a missing profile, a permitting default action, an architecture want does
-// not list (an i386 or x32 sub-architecture reopens socketcall, DESIGN.md §10) and every syscall
-// got permits in some rule that want permits in none.
+// not list (an i386 or x32 sub-architecture reopens socketcall, which would bypass socket-family
+// filters: docs/architecture.md, "Decisions worth knowing") and every syscall got permits in some
+// rule that want permits in none.
 //
 // Limitation: names are compared, not argument filters. A syscall that want permits only with an
 // argument filter (clone without CLONE_NEW* flags, memfd_create with MFD_ALLOW_SEALING) is
 // accepted when got permits it without one. That widening needs a profile the engine is asked to
 // load by name (`security_opt: seccomp=FILE`); closing it means comparing the rules themselves.
-func checkSeccomp(want, got *specs.LinuxSeccomp) []Refusal {
+func checkSeccomp(want, got *specs.LinuxSeccomp) []Reason {
 	switch {
 	case got == nil:
-		return []Refusal{{Field: "linux.seccomp", Want: "the compiled profile", Got: "none (unconfined)"}}
+		return []Reason{{Field: "linux.seccomp", Want: "the compiled profile", Got: "none (unconfined)"}}
 	case want == nil:
-		return []Refusal{{Field: "linux.seccomp", Want: "a compiled profile", Got: "a policy without one"}}
+		return []Reason{{Field: "linux.seccomp", Want: "a compiled profile", Got: "a policy without one"}}
 	}
-	var out []Refusal
+	var out []Reason
 	if permits(got.DefaultAction) {
-		out = append(out, Refusal{Field: "linux.seccomp.defaultAction", Want: string(want.DefaultAction), Got: string(got.DefaultAction)})
+		out = append(out, Reason{Field: "linux.seccomp.defaultAction", Want: string(want.DefaultAction), Got: string(got.DefaultAction)})
 	}
 	var arches []string
 	for _, a := range got.Architectures {
@@ -96,7 +97,7 @@ func checkSeccomp(want, got *specs.LinuxSeccomp) []Refusal {
 		}
 	}
 	if len(arches) > 0 {
-		out = append(out, Refusal{Field: "linux.seccomp.architectures", Want: archList(want.Architectures), Got: strings.Join(arches, ",")})
+		out = append(out, Reason{Field: "linux.seccomp.architectures", Want: archList(want.Architectures), Got: strings.Join(arches, ",")})
 	}
 	allowed := make(map[string]bool)
 	for _, r := range want.Syscalls {
@@ -119,7 +120,7 @@ func checkSeccomp(want, got *specs.LinuxSeccomp) []Refusal {
 	}
 	if len(extra) > 0 {
 		slices.Sort(extra)
-		out = append(out, Refusal{Field: "linux.seccomp.syscalls", Want: "only the compiled profile's", Got: strings.Join(extra, ",")})
+		out = append(out, Reason{Field: "linux.seccomp.syscalls", Want: "only the compiled profile's", Got: strings.Join(extra, ",")})
 	}
 	return out
 }

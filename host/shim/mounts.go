@@ -45,12 +45,12 @@ type engineMount struct {
 // whether it is read-only, and a tmpfs's size. Its source is compared only against the engine's
 // state (Docker picks volume and bind sources; the policy's are topology A's), and propagation,
 // nosuid, nodev and noexec are not compared (Docker's binds carry none of them).
-func checkMounts(want, got []specs.Mount) []Refusal {
+func checkMounts(want, got []specs.Mount) []Reason {
 	listed := make(map[string]specs.Mount, len(want))
 	for _, m := range want {
 		listed[path.Clean(m.Destination)] = m
 	}
-	var out []Refusal
+	var out []Reason
 	for _, m := range got {
 		if r, ok := mountAllowed(listed, m); !ok {
 			out = append(out, r)
@@ -60,39 +60,39 @@ func checkMounts(want, got []specs.Mount) []Refusal {
 }
 
 // mountAllowed decides one mount; the zero value (false) refuses.
-func mountAllowed(want map[string]specs.Mount, m specs.Mount) (Refusal, bool) {
+func mountAllowed(want map[string]specs.Mount, m specs.Mount) (Reason, bool) {
 	dest := path.Clean(m.Destination)
 	field := "mounts[" + dest + "]"
 	got := mountKind(m)
 	if !path.IsAbs(dest) {
-		return Refusal{Field: field, Want: "an absolute destination", Got: m.Destination}, false
+		return Reason{Field: field, Want: "an absolute destination", Got: m.Destination}, false
 	}
 	if p, bad := touchesEngine(m.Source, true); bad {
-		return Refusal{Field: field, Want: "no engine socket or state", Got: "source " + p}, false
+		return Reason{Field: field, Want: "no engine socket or state", Got: "source " + p}, false
 	}
 	if p, bad := touchesEngine(dest, false); bad {
-		return Refusal{Field: field, Want: "no engine socket or state", Got: "destination " + p}, false
+		return Reason{Field: field, Want: "no engine socket or state", Got: "destination " + p}, false
 	}
 	if m.Type == "tmpfs" && !hasSize(m.Options) {
-		return Refusal{Field: field, Want: "tmpfs with size=", Got: "tmpfs without a size"}, false
+		return Reason{Field: field, Want: "tmpfs with size=", Got: "tmpfs without a size"}, false
 	}
 	w, ok := want[dest]
 	if !ok {
 		if e, engine := engineMounts[dest]; engine && e.allows(m, dest) {
-			return Refusal{}, true
+			return Reason{}, true
 		}
 		if got == "bind" {
-			return Refusal{Field: field, Want: "not mounted", Got: "host path " + m.Source}, false
+			return Reason{Field: field, Want: "not mounted", Got: "host path " + m.Source}, false
 		}
-		return Refusal{Field: field, Want: "not mounted", Got: got}, false
+		return Reason{Field: field, Want: "not mounted", Got: got}, false
 	}
 	if mountKind(w) != got {
-		return Refusal{Field: field, Want: mountKind(w), Got: got}, false
+		return Reason{Field: field, Want: mountKind(w), Got: got}, false
 	}
 	if !readOnly(m.Options) && readOnly(w.Options) {
-		return Refusal{Field: field, Want: "read-only", Got: "writable"}, false
+		return Reason{Field: field, Want: "read-only", Got: "writable"}, false
 	}
-	return Refusal{}, true
+	return Reason{}, true
 }
 
 func (e engineMount) allows(m specs.Mount, dest string) bool {

@@ -1,23 +1,40 @@
-// Package shim holds the decisions of sharness-runtime, the OCI runtime that turns a compiled
-// policy from a Setting into a Boundary (DESIGN.md §5, issue 6): it reads the config.json the
-// engine wrote into a bundle, finds which SHarness component and policy the container claims to
-// be, and compares that spec with the component's compiled one. Check, CheckProcess and
-// CheckResources are pure: they return every way the engine's spec is wider than the policy, and
-// an empty result is the only "allowed".
+// Package shim is sharness-runtime, the OCI runtime that turns a compiled policy from a Setting
+// into a Boundary (docs/architecture.md, "The runtime shim"; issue 6). Run reads runc's command
+// line (host/shim/runc), decides it, and either refuses it, writing a Refusal to runc's --log in
+// runc's format, or hands it over to runc with the same argv.
+//
+// Deciding: create, run and restore read the bundle's config.json; exec and update find the
+// container's through `runc state`. The container's marker (Identify) names its component and
+// policy, and the spec is compared with the component's compiled config.json under PolicyPath
+// ($SHARNESS_RUNTIME_POLICIES or DefaultRoot); a missing or unreadable compiled policy is a
+// refusal. An unmarked container passes through unchanged unless /etc/sharness-ai/strict exists
+// (strict mode), where it is refused. Check, CheckProcess, CheckResources and CheckCode are pure:
+// they return every way the engine's spec is wider than the policy, and an empty result is the
+// only "allowed". Narrow adds the policy's masked and read-only paths, Confine and ConfineProcess
+// put the process under the policy's Landlock domain (through the helper, host/shim/restrict);
+// every error on the way is a refusal.
 //
 // What it does not guarantee:
 //   - The identity is the container's own claim (annotations, else its environment). A container
 //     that claims another component gets that component's policy, so it is bounded by the widest
 //     component of the installed manifest, not by its own; a container that claims nothing is not
-//     checked at all unless the caller runs in strict mode.
+//     checked at all unless strict mode is on. Anyone with the Docker API can name runc instead,
+//     even where this runtime is the default.
+//   - The config.json it checks is read again by runc (an exec's process is not: runc gets the
+//     checked bytes in a memfd): it must live where only root writes (containerd's bundles do).
+//     Between the check and runc's start nothing else is compared.
 //   - Mount sources are compared lexically (no symlink resolution, no stat): a symlink on the host
 //     that points at the Docker socket and is bound at a listed destination is not seen here.
 //   - Seccomp is compared by syscall name: argument filters are not compared (see checkSeccomp).
 //   - Hooks, rlimits, sysctls the policy does not name, the OOM score, the CPU and I/O limits and
 //     the process's arguments and environment are not compared: the image and the engine decide
 //     them.
-//   - The compiler records no code hash in config.json (pbp.Component.CodeSHA256 stops at the
-//     manifest), so no image digest is compared.
+//   - Code is compared only where the policy pins subject.code_sha256 (CheckCode), and then only
+//     the entrypoint's file: no image digest, and nothing the entrypoint loads or executes.
+//   - runc's own flags are read only for what they change in the process or the resources: the
+//     other flags runc accepts on a create, run or restore (--no-pivot, --no-new-keyring,
+//     --preserve-fds, restore's --lsm-profile) pass unexamined, and a restore's checkpoint image
+//     is not read.
 package shim
 
 import (
@@ -26,13 +43,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sharness-ai/sharness/internal/strictjson"
 	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/policies/keys"
+	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 // DefaultRoot is the root-owned folder `sharness-ai install` writes compiled policies into.
@@ -52,11 +70,6 @@ const MaxSpecSize = 4 << 20
 // maxSpecDepth is deeper than any OCI spec nests (about 6).
 const maxSpecDepth = 32
 
-var (
-	hashPattern      = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
-	componentPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`) // pbp's component names
-)
-
 // PolicyPath names a component's compiled config.json under root:
 // <root>/<64 hex digits of the hash, without "sha256:">/<component>/config.json. The prefix is
 // dropped because a colon in a path breaks `docker -v src:dst` and is the only non-hex byte.
@@ -66,7 +79,7 @@ var (
 // which refuses the container. Call PolicyDir for the folder.
 func PolicyPath(root, hash, component string) string {
 	dir := PolicyDir(root, hash)
-	if dir == "" || !componentPattern.MatchString(component) {
+	if dir == "" || !pbp.ValidComponentName(component) {
 		return ""
 	}
 	return filepath.Join(dir, component, "config.json")
@@ -74,7 +87,7 @@ func PolicyPath(root, hash, component string) string {
 
 // PolicyDir is the folder of one installed policy, or "" when hash is not "sha256:<64 hex>".
 func PolicyDir(root, hash string) string {
-	if !hashPattern.MatchString(hash) {
+	if keys.CheckHash(hash) != nil {
 		return ""
 	}
 	return filepath.Join(root, strings.TrimPrefix(hash, "sha256:"))
@@ -82,8 +95,9 @@ func PolicyDir(root, hash string) string {
 
 // LoadSpec decodes an OCI config.json. It refuses more than MaxSpecSize bytes, invalid UTF-8,
 // trailing data and any object that repeats a key, even in a spelling encoding/json folds to the
-// same field (strictjson; DESIGN.md §10): runc decodes the same bytes with encoding/json, and the
-// shim must not read a spec runc reads differently. Unknown fields are allowed: engines and newer
+// same field (internal/strictjson): runc decodes the same bytes with encoding/json, which takes
+// the last of a repeated key and matches keys case-insensitively, and the shim must not read a
+// spec runc reads differently. Unknown fields are allowed: engines and newer
 // spec versions add them.
 func LoadSpec(data []byte) (*specs.Spec, error) {
 	if len(data) > MaxSpecSize {
@@ -142,15 +156,4 @@ func claim(annotations map[string]string, key string, env []string, name string)
 		}
 	}
 	return values[0], true
-}
-
-// Refusal is one way a spec is wider than its policy. Field names the OCI field with a JSON path
-// (root.readonly, mounts[/var/run/docker.sock], linux.namespaces.network); Want says what the
-// policy allows and Got what the spec asks for.
-type Refusal struct {
-	Field, Want, Got string
-}
-
-func (r Refusal) Error() string {
-	return fmt.Sprintf("%s: policy allows %s, spec has %s", r.Field, r.Want, r.Got)
 }

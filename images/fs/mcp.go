@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -31,16 +32,16 @@ func (s *server) mcpServer() *mcp.Server {
 			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 				o, bad := decode(t.op, req.Params.Arguments)
 				if bad != nil {
-					s.record("mcp", guard.Change{Op: t.op}, "deny", bad.reason, guard.Result{}, nil)
+					s.record("mcp", guard.Change{Op: t.op}, "deny", string(bad.reason), guard.Result{}, nil)
 					return toolError(bad.reason, bad.message), nil
 				}
 				res, err := s.do(ctx, "mcp", o) // a change to an ask path waits here for the operator
 				var ref *guard.Refusal
 				switch {
 				case errors.As(err, &ref):
-					return toolError(string(ref.Reason), ref.Message), nil
+					return toolError(ref.Reason, ref.Message), nil
 				case err != nil:
-					return toolError(string(guard.ReasonIO), "fs failed"), nil
+					return toolError(guard.ReasonIO, ""), nil
 				}
 				b, _ := json.Marshal(answerOf(res))
 				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}, StructuredContent: json.RawMessage(b)}, nil
@@ -50,9 +51,9 @@ func (s *server) mcpServer() *mcp.Server {
 }
 
 // toolError is a refusal as a tool result: the model reads it and can correct itself. The text
-// starts with the reason code.
-func toolError(reason, message string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: reason + ": " + message}}}
+// starts with the reason code; message "" is the reason's own text.
+func toolError(reason guard.Reason, message string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: string(reason) + ": " + cmp.Or(message, reason.Text())}}}
 }
 
 // mcpHandler serves the tools. SessionTimeout ends idle sessions only: the SDK pauses it while a

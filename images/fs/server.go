@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -17,12 +18,6 @@ import (
 	"github.com/sharness-ai/sharness/images/fs/guard"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/strictjson"
-)
-
-// Reasons for requests fs cannot read, beside guard's.
-const (
-	reasonBadJSON  = "invalid_json"  // not one strict JSON object
-	reasonBadField = "invalid_field" // a field missing, unknown, or of the wrong type
 )
 
 type server struct {
@@ -56,7 +51,10 @@ type renameRequest struct {
 }
 
 // badRequest is a request fs cannot read; its message names the field when one is at fault.
-type badRequest struct{ reason, message string }
+type badRequest struct {
+	reason  guard.Reason
+	message string
+}
 
 // known are the fields of each operation's body.
 var known = map[string][]string{"write": {"path", "content", "content_base64", "mode"}, "delete": {"path"}, "rename": {"from", "to"}}
@@ -68,16 +66,16 @@ func decode(name string, body []byte) (guard.Change, *badRequest) {
 		body = []byte("{}") // MCP arguments may be absent: then every field is missing
 	}
 	if err := strictjson.Check(body, 2); err != nil {
-		return guard.Change{}, &badRequest{reasonBadJSON, "the body is not one strict JSON object: " + err.Error()}
+		return guard.Change{}, &badRequest{guard.ReasonBadJSON, "the body is not one strict JSON object: " + err.Error()}
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
-		return guard.Change{}, &badRequest{reasonBadJSON, "the body must be a JSON object"}
+		return guard.Change{}, &badRequest{guard.ReasonBadJSON, "the body must be a JSON object"}
 	}
 	// Keys must be spelled exactly: encoding/json would also match "PATH" to path.
 	for _, k := range slices.Sorted(maps.Keys(fields)) {
 		if !slices.Contains(known[name], k) {
-			return guard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("unknown field %q (%s takes %s)", k, name, strings.Join(known[name], ", "))}
+			return guard.Change{}, &badRequest{guard.ReasonBadField, fmt.Sprintf("unknown field %q (%s takes %s)", k, name, strings.Join(known[name], ", "))}
 		}
 	}
 	var w writeRequest
@@ -87,9 +85,9 @@ func decode(name string, body []byte) (guard.Change, *badRequest) {
 	if err := json.Unmarshal(body, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
-			return guard.Change{}, &badRequest{reasonBadField, fmt.Sprintf("field %s: must be a %s", typeErr.Field, typeErr.Type.String())}
+			return guard.Change{}, &badRequest{guard.ReasonBadField, fmt.Sprintf("field %s: must be a %s", typeErr.Field, typeErr.Type.String())}
 		}
-		return guard.Change{}, &badRequest{reasonBadJSON, "the body is not a request: " + err.Error()}
+		return guard.Change{}, &badRequest{guard.ReasonBadJSON, "the body is not a request: " + err.Error()}
 	}
 	switch name {
 	case "delete":
@@ -100,24 +98,24 @@ func decode(name string, body []byte) (guard.Change, *badRequest) {
 	o := guard.Change{Op: name, Path: w.Path, Mode: w.Mode}
 	switch {
 	case w.Content != nil && w.ContentBase64 != nil:
-		return guard.Change{}, &badRequest{reasonBadField, "fields content and content_base64: give one, not both"}
+		return guard.Change{}, &badRequest{guard.ReasonBadField, "fields content and content_base64: give one, not both"}
 	case w.Content != nil:
 		o.Content = []byte(*w.Content)
 	case w.ContentBase64 != nil:
 		b, err := base64.StdEncoding.Strict().DecodeString(*w.ContentBase64)
 		if err != nil {
-			return guard.Change{}, &badRequest{reasonBadField, "field content_base64: not standard base64 (RFC 4648 with padding)"}
+			return guard.Change{}, &badRequest{guard.ReasonBadField, "field content_base64: not standard base64 (RFC 4648 with padding)"}
 		}
 		o.Content = b
 	default:
-		return guard.Change{}, &badRequest{reasonBadField, "field content: missing (give content, a UTF-8 string, or content_base64)"}
+		return guard.Change{}, &badRequest{guard.ReasonBadField, "field content: missing (give content, a UTF-8 string, or content_base64)"}
 	}
 	return o, required("path", w.Path)
 }
 
 func required(field, v string) *badRequest {
 	if v == "" {
-		return &badRequest{reasonBadField, "field " + field + ": missing"}
+		return &badRequest{guard.ReasonBadField, "field " + field + ": missing"}
 	}
 	return nil
 }
@@ -174,7 +172,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { reply(w, http.StatusOK, map[string]bool{"ok": true}) })
 	mux.Handle("/mcp", s.mcpHandler())
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		deny(w, http.StatusNotFound, "not_found_error", "not_found", "fs serves POST /v1/write, /v1/delete, /v1/rename, GET /healthz and MCP at /mcp")
+		deny(w, guard.ReasonNotFound, "fs serves POST /v1/write, /v1/delete, /v1/rename, GET /healthz and MCP at /mcp")
 	})
 	return mux
 }
@@ -199,52 +197,37 @@ func (s *server) api(name string) http.HandlerFunc {
 		switch {
 		case errors.As(err, &tooBig):
 			s.record("http", guard.Change{Op: name}, "deny", string(guard.ReasonTooLarge), guard.Result{}, nil)
-			deny(w, http.StatusRequestEntityTooLarge, "request_too_large", string(guard.ReasonTooLarge),
-				fmt.Sprintf("the body is larger than %d bytes (give large files as content_base64)", s.maxBody))
+			deny(w, guard.ReasonTooLarge, fmt.Sprintf("the body is larger than %d bytes (give large files as content_base64)", s.maxBody))
 			return
 		case err != nil:
-			deny(w, http.StatusBadRequest, "invalid_request_error", reasonBadJSON, "could not read the body")
+			deny(w, guard.ReasonBadJSON, "could not read the body")
 			return
 		}
 		o, bad := decode(name, body)
 		if bad != nil {
-			s.record("http", guard.Change{Op: name}, "deny", bad.reason, guard.Result{}, nil)
-			deny(w, http.StatusBadRequest, "invalid_request_error", bad.reason, bad.message)
+			s.record("http", guard.Change{Op: name}, "deny", string(bad.reason), guard.Result{}, nil)
+			deny(w, bad.reason, bad.message)
 			return
 		}
 		res, err := s.do(r.Context(), "http", o)
 		var ref *guard.Refusal
 		switch {
 		case errors.As(err, &ref):
-			status, typ := statusOf(ref.Reason)
-			deny(w, status, typ, string(ref.Reason), ref.Message)
+			deny(w, ref.Reason, ref.Message)
 		case err != nil:
-			deny(w, http.StatusInternalServerError, "api_error", string(guard.ReasonIO), "fs failed")
+			deny(w, guard.ReasonIO, "")
 		default:
 			reply(w, http.StatusOK, answerOf(res))
 		}
 	}
 }
 
-// statusOf maps a refusal to its HTTP status and error type; policy decisions are 403.
-func statusOf(r guard.Reason) (int, string) {
-	switch r {
-	case guard.ReasonTooLarge:
-		return http.StatusRequestEntityTooLarge, "request_too_large"
-	case guard.ReasonNotFound:
-		return http.StatusNotFound, "not_found_error"
-	case guard.ReasonExists, guard.ReasonNotEmpty:
-		return http.StatusConflict, "conflict_error"
-	case guard.ReasonIO:
-		return http.StatusInternalServerError, "api_error"
-	}
-	return http.StatusForbidden, "permission_error"
-}
-
-// deny answers a refusal: its status, X-Sharness-Deny naming the reason, a JSON error body.
-func deny(w http.ResponseWriter, status int, typ, reason, message string) {
-	w.Header().Set("X-Sharness-Deny", reason)
-	reply(w, status, map[string]any{"error": map[string]string{"type": typ, "reason": reason, "message": message}})
+// deny answers a refusal of reason: its status and error type (guard's table), X-Sharness-Deny
+// naming the reason, a JSON error body; message "" is the reason's own text.
+func deny(w http.ResponseWriter, reason guard.Reason, message string) {
+	status, typ := reason.Status()
+	w.Header().Set("X-Sharness-Deny", string(reason))
+	reply(w, status, map[string]any{"error": map[string]string{"type": typ, "reason": string(reason), "message": cmp.Or(message, reason.Text())}})
 }
 
 func reply(w http.ResponseWriter, status int, v any) {

@@ -1,4 +1,4 @@
-// Command sharness-launcher starts a SHarness session (DESIGN.md §3, §5). It refuses to start
+// Command sharness-launcher starts a SHarness session (docs/architecture.md, "The wall"). It refuses to start
 // unless the mounted policy is the one the person supplied, mints a session CA, issues one X.509
 // SVID per role, destroys the CA key, and then only hands each role its own SVID over the SPIFFE
 // Workload API, on a Unix socket in that role's identity volume. Components use go-spiffe's

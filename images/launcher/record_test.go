@@ -46,7 +46,7 @@ func checkRecord(t *testing.T, m *pbp.Manifest, dir, caSum string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := audit.Verify(bytes.NewReader(data), audit.Trust{CA: ca, CASHA256: caSum, Policy: m.Hash, Component: "launcher"})
+	rep, err := audit.Scan(bytes.NewReader(data), &audit.Trust{CA: ca, CASHA256: caSum, Policy: m.Hash, Component: "launcher"}, nil)
 	if err != nil || !rep.Final {
 		t.Fatalf("verify the launcher's log: %v, %+v\n%s", err, rep, data)
 	}

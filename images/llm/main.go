@@ -122,7 +122,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// No WriteTimeout: a stream lasts as long as the model writes (DESIGN.md §10).
+	// No WriteTimeout: a stream lasts as long as the model writes (docs/pitfalls.md).
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	log.Info("sharness-llm serving", "policy", m.Hash, "listen", cfg.listen, "upstream", rules.Upstream().String(),

@@ -102,15 +102,14 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if ref := messages.CheckBetas(s.rules, r.Header.Values("anthropic-beta")); ref != nil {
-			s.refuse(w, rec, ref)
+			s.deny(w, rec, ref)
 			return
 		}
 		if key, ok := s.key(w, r, rec); ok {
 			s.forward(w, r, rec, key, p, q, nil, false)
 		}
 	default:
-		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonNotFound, Status: http.StatusNotFound, Type: "not_found_error",
-			Message: "llm: no such endpoint (llm serves POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models)"})
+		s.refuse(w, rec, messages.ReasonNotFound, "")
 	}
 }
 
@@ -119,11 +118,10 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, e
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonTooLarge, Status: http.StatusRequestEntityTooLarge, Type: "request_too_large",
-				Message: "llm: the request body is larger than " + strconv.Itoa(maxBody>>20) + " MiB"})
+			s.refuse(w, rec, messages.ReasonTooLarge, "the request body is larger than "+strconv.Itoa(maxBody>>20)+" MiB")
 			return
 		}
-		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonBadJSON, Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "llm: could not read the request body"})
+		s.refuse(w, rec, messages.ReasonBadJSON, "could not read the request body")
 		return
 	}
 	req, ref := messages.Parse(body)
@@ -134,11 +132,11 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, e
 	// The budget is checked before the call and charged after it, so requests in flight
 	// together can overshoot it by their own size; a spent budget refuses everything after.
 	if spent := s.spent.Load(); ref == nil && ep == messages.Create && spent >= s.rules.Budget() {
-		ref = &messages.Refusal{Reason: messages.ReasonBudget, Status: http.StatusForbidden, Type: "permission_error",
-			Message: "llm: the session token budget is spent (" + strconv.FormatInt(spent, 10) + " of " + strconv.FormatInt(s.rules.Budget(), 10) + " tokens, business.llm.session_token_budget); start a new session"}
+		ref = messages.Refuse(messages.ReasonBudget, "the session token budget is spent ("+strconv.FormatInt(spent, 10)+" of "+
+			strconv.FormatInt(s.rules.Budget(), 10)+" tokens, business.llm.session_token_budget); start a new session")
 	}
 	if ref != nil {
-		s.refuse(w, rec, ref)
+		s.deny(w, rec, ref)
 		return
 	}
 	// The key comes before the filter: the filter learns each key it is given (AddSecret), so
@@ -152,12 +150,12 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, e
 	rec.hits, rec.where, rec.redacted = f.Rules, f.Where, req.Redacted()
 	if ref != nil {
 		clear(key)
-		s.refuse(w, rec, ref)
+		s.deny(w, rec, ref)
 		return
 	}
 	if body, err = req.Body(); err != nil {
 		clear(key)
-		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonBadJSON, Status: http.StatusBadRequest, Type: "invalid_request_error", Message: "llm: could not re-encode the request"})
+		s.refuse(w, rec, messages.ReasonBadJSON, "could not re-encode the request")
 		return
 	}
 	q := url.Values{}
@@ -173,8 +171,7 @@ func (s *server) key(w http.ResponseWriter, r *http.Request, rec *record) ([]byt
 	key, err := s.keys.get(r.Context())
 	if err != nil {
 		s.log.Warn("llm: kms did not give the key", "error", err.Error())
-		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonKey, Status: http.StatusServiceUnavailable, Type: "api_error",
-			Message: "llm: the API key is unavailable (" + truncate(err.Error(), 200) + ")"})
+		s.refuse(w, rec, messages.ReasonKey, "the API key is unavailable ("+truncate(err.Error(), 200)+")")
 		return nil, false
 	}
 	return key, true
@@ -192,7 +189,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, ke
 	up, err := http.NewRequestWithContext(r.Context(), method, u.String(), rd)
 	if err != nil {
 		clear(key)
-		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonUpstream, Status: http.StatusBadGateway, Type: "api_error", Message: "llm: could not build the upstream request"})
+		s.refuse(w, rec, messages.ReasonUpstream, "could not build the upstream request")
 		return
 	}
 	for _, h := range requestHeaders {
@@ -211,7 +208,7 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, ke
 	resp, err := s.client.Do(up)
 	if err != nil {
 		s.log.Warn("llm: upstream request failed", "error", err.Error())
-		s.refuse(w, rec, &messages.Refusal{Reason: messages.ReasonUpstream, Status: http.StatusBadGateway, Type: "api_error", Message: "llm: the model API could not be reached"})
+		s.refuse(w, rec, messages.ReasonUpstream, "")
 		return
 	}
 	defer resp.Body.Close()
@@ -250,7 +247,14 @@ func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, ke
 	}
 }
 
-func (s *server) refuse(w http.ResponseWriter, rec *record, ref *messages.Refusal) {
+// refuse answers a refusal of reason; detail is what the agent is told, "" the reason's own text
+// (messages.Refuse).
+func (s *server) refuse(w http.ResponseWriter, rec *record, reason messages.Reason, detail string) {
+	s.deny(w, rec, messages.Refuse(reason, detail))
+}
+
+// deny answers ref: its status, x-sharness-deny naming its reason, and the Anthropic error JSON.
+func (s *server) deny(w http.ResponseWriter, rec *record, ref *messages.Refusal) {
 	rec.status, rec.reason, rec.denied = ref.Status, string(ref.Reason), true
 	w.Header().Set("content-type", "application/json")
 	w.Header().Set("x-sharness-deny", string(ref.Reason))

@@ -26,7 +26,7 @@ func (s *server) connect(c net.Conn, br *bufio.Reader, req *http.Request, rec *r
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
 	default:
-		s.refuse(c, rec, http.StatusServiceUnavailable, egress.Decision{Rule: "tunnel-limit", Reason: "net holds its maximum of open tunnels; retry later"})
+		s.refuse(c, rec, egress.Deny(egress.RuleTunnelLimit, ""))
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.lim.dialTimeout)
@@ -49,7 +49,7 @@ func (s *server) connect(c net.Conn, br *bufio.Reader, req *http.Request, rec *r
 }
 
 // check parses authority (host:port), records it and decides, asking the operator about an ask
-// host; on refusal it answers, 400 for what is not an authority, 403 for the rest.
+// host; on refusal it answers.
 func (s *server) check(c net.Conn, authority string, rec *record) (egress.Host, uint16, bool) {
 	rec.host = authority[:min(len(authority), 255)]
 	host, port, err := egress.ParseAuthority(authority)
@@ -61,12 +61,8 @@ func (s *server) check(c net.Conn, authority string, rec *record) (egress.Host, 
 	if d.Ask { // an ask host: the operator decides, then every other check runs as for an allow
 		d = s.ask.Decide(rec.caller, host, port)
 	}
-	status := http.StatusForbidden
-	if d.Rule == egress.RuleBadAuthority || d.Rule == egress.RuleInvalidHost {
-		status = http.StatusBadRequest
-	}
 	if !d.Allow {
-		s.refuse(c, rec, status, d)
+		s.refuse(c, rec, d)
 	}
 	rec.d = d
 	return host, port, d.Allow
@@ -86,7 +82,7 @@ func (s *server) resolve(ctx context.Context, c net.Conn, host egress.Host, rec 
 		return s.unsafeAllowLoopbackForTests && a.IsLoopback() || s.unsafeAllowAddrs[a]
 	})
 	if !d.Allow {
-		s.refuse(c, rec, http.StatusForbidden, d)
+		s.refuse(c, rec, d)
 	}
 	return addr, d.Allow
 }

@@ -16,10 +16,10 @@ import (
 
 // forward serves an absolute-URI http:// request: decide, resolve once, check, and send a
 // fresh request that can only be dialled to the checked address. A 3xx goes back to the
-// caller as it is; the caller's next request is checked on its own (DESIGN.md §6).
+// caller as it is; the caller's next request is checked on its own (docs/pitfalls.md).
 func (s *server) forward(c net.Conn, req *http.Request, rec *record) bool {
 	if req.URL.Scheme != "http" {
-		s.refuse(c, rec, http.StatusBadRequest, egress.Decision{Rule: "scheme-not-supported", Reason: "only http:// URLs are forwarded; use CONNECT for https"})
+		s.refuse(c, rec, egress.Deny(egress.RuleScheme, ""))
 		return false
 	}
 	authority, explicitPort := req.URL.Host, true
@@ -63,6 +63,6 @@ func (s *server) forward(c net.Conn, req *http.Request, rec *record) bool {
 }
 
 func (s *server) tooBig(c net.Conn, rec *record) bool {
-	s.refuse(c, rec, http.StatusRequestEntityTooLarge, egress.Decision{Rule: "body-too-large", Reason: fmt.Sprintf("the request body is over %d bytes", s.lim.maxBody)})
+	s.refuse(c, rec, egress.Deny(egress.RuleBodyTooLarge, fmt.Sprintf("the request body is over %d bytes", s.lim.maxBody)))
 	return false
 }

@@ -112,7 +112,7 @@ func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, calle
 		tc := tls.Server(raw, tlsConf)
 		raw.SetDeadline(time.Now().Add(s.lim.Header))
 		if err := tc.Handshake(); err != nil {
-			s.record(&record{start: time.Now(), d: egress.Decision{Rule: "tls-handshake", Reason: err.Error()}})
+			s.record(&record{start: time.Now(), d: egress.Deny(egress.RuleTLSHandshake, err.Error())})
 			return
 		}
 		raw.SetDeadline(time.Time{})
@@ -122,10 +122,10 @@ func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, calle
 	} else if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil {
 		caller, known = s.edge(ap.Addr().Unmap())
 	}
-	s.conns.Loop(raw, c, s.lim.Limits, func(br *bufio.Reader, req *http.Request, status int, d egress.Decision) bool {
+	s.conns.Loop(raw, c, s.lim.Limits, func(br *bufio.Reader, req *http.Request, _ int, d egress.Decision) bool {
 		rec, keep := &record{caller: caller, start: time.Now()}, false
 		if req == nil {
-			s.refuse(c, rec, status, d)
+			s.refuse(c, rec, d)
 		} else {
 			rec.method, keep = req.Method, s.handle(c, br, req, rec, known, secure)
 		}
@@ -141,15 +141,15 @@ func (s *server) handle(c net.Conn, br *bufio.Reader, req *http.Request, rec *re
 		rec.skip = true
 		s.met.Serve(c, s.lim.Header)
 	case !known:
-		s.refuse(c, rec, http.StatusForbidden, egress.Decision{Rule: "no-caller", Reason: "the connection's source is no known caller"})
+		s.refuse(c, rec, egress.Deny(egress.RuleNoCaller, ""))
 	case b != nil && !b.Allow():
-		s.refuse(c, rec, http.StatusTooManyRequests, egress.Decision{Rule: "rate-limit", Reason: "too many requests from this caller; retry later"})
+		s.refuse(c, rec, egress.Deny(egress.RuleRateLimit, ""))
 	case req.Method == http.MethodConnect:
 		s.connect(c, br, req, rec)
 	case req.URL.IsAbs():
 		return s.forward(c, req, rec)
 	default:
-		s.refuse(c, rec, http.StatusBadRequest, egress.Decision{Rule: "not-proxy-request", Reason: "net serves CONNECT and absolute http:// URLs only"})
+		s.refuse(c, rec, egress.Deny(egress.RuleNotProxy, ""))
 	}
 	return false
 }
@@ -195,10 +195,11 @@ func (r *record) event() audit.Event {
 	return e
 }
 
-// refuse answers a refusal: its status, X-Sharness-Deny naming the rule, a one-line body.
-func (s *server) refuse(c net.Conn, r *record, status int, d egress.Decision) {
+// refuse answers a refusal: its rule's status (egress.Status), X-Sharness-Deny naming the rule,
+// a one-line body.
+func (s *server) refuse(c net.Conn, r *record, d egress.Decision) {
 	r.d = d
-	relay.Reply(c, s.lim.Header, status, "X-Sharness-Deny", d.Rule, fmt.Sprintf("sharness net refused this request: rule %s: %s\n", d.Rule, d.Reason))
+	relay.Reply(c, s.lim.Header, egress.Status(d.Rule), "X-Sharness-Deny", d.Rule, fmt.Sprintf("sharness net refused this request: rule %s: %s\n", d.Rule, d.Reason))
 }
 
 // fail answers an upstream failure of an allowed request: 502 and X-Sharness-Error.

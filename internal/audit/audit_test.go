@@ -115,7 +115,7 @@ func TestWriteVerify(t *testing.T) {
 	var got []Entry
 	rep, err := Scan(bytes.NewReader(data), &Trust{CA: s.ca.Cert(), CASHA256: CAHash(s.ca.Cert()), Policy: policy, Component: "net", FinalSeq: map[string]uint64{"net": 11, "kms": 99}}, func(e Entry) { got = append(got, e) })
 	if err != nil {
-		t.Fatalf("Verify: %v\n%s", err, data)
+		t.Fatalf("Scan: %v\n%s", err, data)
 	}
 	wantRep := Report{Component: "net", Policy: policy, SessionCA: CAHash(s.ca.Cert()), Lines: 11, LastSeq: 11, Events: 7, Checkpoints: 3, Starts: 1, SignedThrough: 11, Final: true}
 	if diff := cmp.Diff(wantRep, rep); diff != "" {
@@ -248,9 +248,9 @@ func TestTamper(t *testing.T) {
 			if tc.trust != nil {
 				tc.trust(&tr)
 			}
-			rep, err := Verify(bytes.NewReader(bytes.Join(ls, nil)), tr)
+			rep, err := Scan(bytes.NewReader(bytes.Join(ls, nil)), &tr, nil)
 			if err == nil {
-				t.Fatalf("Verify passed a tampered log")
+				t.Fatalf("Scan passed a tampered log")
 			}
 			if tc.line == 0 { // bad trust: not a verdict on the log
 				if errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.reason) {
@@ -279,12 +279,12 @@ func TestRunning(t *testing.T) {
 	cut := bytes.Join(lines(data)[:9], nil)
 	tr := s.trust()
 	tr.AllowRunning = true
-	rep, err := Verify(bytes.NewReader(cut), tr)
+	rep, err := Scan(bytes.NewReader(cut), &tr, nil)
 	if err != nil || rep.Final || rep.UnsignedFrom != 9 || rep.SignedThrough != 8 || len(rep.Notices) != 1 || !strings.Contains(rep.Notices[0].Reason, "unsigned tail after line 8") {
 		t.Errorf("running log: %v, %+v", err, rep)
 	}
 	tampered := bytes.Replace(cut, []byte(`"decision":"deny"`), []byte(`"decision":"allow"`), 1)
-	if _, err := Verify(bytes.NewReader(tampered), tr); err == nil {
+	if _, err := Scan(bytes.NewReader(tampered), &tr, nil); err == nil {
 		t.Error("AllowRunning passed a tampered line")
 	}
 }
@@ -314,9 +314,10 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(path)
-	rep, err := Verify(bytes.NewReader(data), s.trust())
+	tr := s.trust()
+	rep, err := Scan(bytes.NewReader(data), &tr, nil)
 	if err != nil {
-		t.Fatalf("Verify: %v\n%s", err, data)
+		t.Fatalf("Scan: %v\n%s", err, data)
 	}
 	want := []Finding{
 		{8, "restart after line 7 without a shutdown checkpoint (the previous process did not close the log)"},
@@ -448,7 +449,7 @@ func TestEd25519(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := os.ReadFile(path)
-	if _, err := Verify(bytes.NewReader(data), Trust{CA: ca, Policy: policy}); err != nil {
+	if _, err := Scan(bytes.NewReader(data), &Trust{CA: ca, Policy: policy}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Any ECDSA curve signs (with SHA-256 digests), not only the launcher's P-256.
@@ -474,7 +475,7 @@ func TestInterval(t *testing.T) {
 	tr.AllowRunning = true
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		data, _ := os.ReadFile(path)
-		if rep, err := Verify(bytes.NewReader(data), tr); err == nil && rep.Events == 1 && rep.SignedThrough == rep.Lines {
+		if rep, err := Scan(bytes.NewReader(data), &tr, nil); err == nil && rep.Events == 1 && rep.SignedThrough == rep.Lines {
 			return
 		}
 	}
@@ -509,8 +510,9 @@ func TestConcurrent(t *testing.T) {
 		t.Error("Log after Close succeeded")
 	}
 	data, _ := os.ReadFile(path)
-	if rep, err := Verify(bytes.NewReader(data), s.trust()); err != nil || rep.Events != 400 {
-		t.Errorf("Verify: %v, %d events", err, rep.Events)
+	tr := s.trust()
+	if rep, err := Scan(bytes.NewReader(data), &tr, nil); err != nil || rep.Events != 400 {
+		t.Errorf("Scan: %v, %d events", err, rep.Events)
 	}
 }
 
@@ -532,8 +534,8 @@ func FuzzParse(f *testing.F) {
 	})
 }
 
-// FuzzVerify: Verify never panics, fails exactly when it lists a failure, and every failure
-// names a line of the input; seeded with the tamper table's logs.
+// FuzzVerify: Scan with a Trust never panics, fails exactly when it lists a failure, and every
+// failure names a line of the input; seeded with the tamper table's logs.
 func FuzzVerify(f *testing.F) {
 	s := newSession(f)
 	_, data := writeLog(f, s, 7)
@@ -545,7 +547,7 @@ func FuzzVerify(f *testing.F) {
 	f.Add([]byte("{}\n"))
 	tr := s.trust()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rep, err := Verify(bytes.NewReader(b), tr)
+		rep, err := Scan(bytes.NewReader(b), &tr, nil)
 		if (err != nil) != (len(rep.Failures) > 0) {
 			t.Fatalf("error %v with failures %v", err, rep.Failures)
 		}

@@ -148,7 +148,7 @@ func clip(s string) string {
 
 // Record logs e, clipped, and reports a failure to log rather than to the caller: a decision
 // path answers its request whether or not its line was written. After a failure the log takes
-// no line (Log keeps failing, and every decision says so in log); Verify shows where it ends.
+// no line (Log keeps failing, and every decision says so in log); Scan shows where it ends.
 // A nil Writer records nothing: net without a Workload API has no SVID to sign with, and runs
 // without mTLS and without a record (it says so at start; the stack always gives it one).
 func (w *Writer) Record(log *slog.Logger, e Event) {

@@ -51,9 +51,9 @@ func TestOpenComponent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep, err := Verify(f, Trust{CA: ca.Cert(), Policy: policy, Component: "net"})
+	rep, err := Scan(f, &Trust{CA: ca.Cert(), Policy: policy, Component: "net"}, nil)
 	if err != nil || rep.Starts != 2 || rep.Events != 2 || !rep.Final {
-		t.Errorf("Verify: %v, %+v; want two starts, two events and a shutdown checkpoint", err, rep)
+		t.Errorf("Scan: %v, %+v; want two starts, two events and a shutdown checkpoint", err, rep)
 	}
 }
 
@@ -77,7 +77,7 @@ func TestOpenComponentArchives(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep, err := Verify(bytes.NewReader(data), Trust{CA: ca.Cert(), Policy: policy}); err != nil || rep.Starts != 1 {
+		if rep, err := Scan(bytes.NewReader(data), &Trust{CA: ca.Cert(), Policy: policy}, nil); err != nil || rep.Starts != 1 {
 			t.Errorf("%s: %v, %d starts; want one session's intact log", name, err, rep.Starts)
 		}
 	}
@@ -182,7 +182,7 @@ func TestOpenOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Verify(bytes.NewReader(data), Trust{CA: ca.Cert(), Policy: policy, Component: "fs"})
+	r, err := Scan(bytes.NewReader(data), &Trust{CA: ca.Cert(), Policy: policy, Component: "fs"}, nil)
 	if err != nil || !r.Final || r.Events != 1 {
 		t.Errorf("the log OpenOwn wrote: %+v, %v; want one event and a shutdown checkpoint", r, err)
 	}

@@ -1,22 +1,22 @@
-// Package audit is the tamper-evident record every SHarness component keeps (DESIGN.md §6,
-// "Record"): one append-only file of JSON lines per component, each line carrying its sequence
-// number, the time, the component, the policy hash M and the SHA-256 of the previous line, with
-// checkpoint lines that sign the chain head with the component's SVID key. Verify checks a log
+// Package audit is the tamper-evident record every SHarness component keeps (docs/audit.md): one
+// append-only file of JSON lines per component, each line carrying its sequence number, the time,
+// the component, the policy hash M and the SHA-256 of the previous line, with checkpoint lines
+// that sign the chain head with the component's SVID key. Scan, given a Trust, checks a log
 // strictly against the session: the session CA (whose hash the first line names) and the policy
 // hash the person supplied.
 //
-// What verify proves: every line up to the last valid checkpoint is, byte for byte and in order,
+// What verification proves: every line up to the last valid checkpoint is, byte for byte and in order,
 // what a holder of the component's SVID key wrote in this session under this policy; a changed,
 // deleted, inserted or reordered line, a checkpoint signed by any key not issued by the session
 // CA to this component, or a log of another session or policy fails with its line number.
 //
 // What it does not guarantee:
 //   - Anything about lines after the last checkpoint: they are hashed but unsigned, and whoever
-//     can write the file can rewrite them. Verify fails such a tail ("unsigned tail after line N")
+//     can write the file can rewrite them. Scan fails such a tail ("unsigned tail after line N")
 //     unless told the component is still running, and then lists it. After a crash, the lines
 //     since the last checkpoint are signed by the restarted process's first checkpoint: Open
 //     checks the chain's links, not its signatures, so a change to them between the crash and the
-//     restart goes unnoticed (a change to signed lines still fails Verify).
+//     restart goes unnoticed (a change to signed lines still fails Scan).
 //   - That a log was not cut exactly after the signed shutdown checkpoint of an earlier process
 //     start (a restart begins with a new start record), or deleted whole: one file alone cannot
 //     tell. Trust.FinalSeq (the CLI's --final-seq) takes the expected last seq from elsewhere.
@@ -30,7 +30,7 @@
 //     nothing written) but fsynced only at checkpoints, at start and at Close.
 //
 // A crash can leave an unterminated last line. Open never drops it silently: it removes it and
-// names it (its length and SHA-256) in the new start record, which Verify reports as a notice,
+// names it (its length and SHA-256) in the new start record, which Scan reports as a notice,
 // as it does a restart that follows no shutdown checkpoint. (A second crash between the removal
 // and that record's write loses the name; the removal itself is then still visible as a restart
 // without a shutdown checkpoint.) A file whose chain is broken is refused, with the line number,

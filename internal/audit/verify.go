@@ -64,11 +64,9 @@ type Entry struct {
 	Event
 }
 
-// Verify checks a whole log strictly against t. Its error wraps ErrInvalid when a check fails.
-func Verify(r io.Reader, t Trust) (Report, error) { return Scan(r, &t, nil) }
-
-// Scan is Verify that also calls each, if not nil, for every event line that parses, in order.
-// With t nil it checks the structure only (syntax, seq, prev, one component, policy and session
+// Scan checks a whole log strictly against t, and calls each, if not nil, for every event line
+// that parses, in order. Its error wraps ErrInvalid when a check fails, and the report lists every
+// failure (up to 100). With t nil it checks the structure only (syntax, seq, prev, one component, policy and session
 // throughout), not signatures nor how the log ends: nothing it hands on is then verified.
 func Scan(r io.Reader, t *Trust, each func(Entry)) (Report, error) {
 	c := &chain{each: each}

@@ -1,5 +1,5 @@
 // Package gate holds actions that a policy marks as needing a person until the operator on the
-// host decides them (DESIGN.md §6, "Gate"). It has no network endpoint: each gated component has
+// host decides them (docs/gate.md). It has no network endpoint: each gated component has
 // its own gate directory (a volume mounted into that component only), writes a pending request
 // there, and waits for a decision file that the host CLI (`sharness-ai approve|deny`) signs with
 // the operator's Ed25519 key and writes next to it. The component checks the decision against

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 func writeTestFile(dir, name, content string) error {
@@ -356,7 +356,7 @@ func TestNoEndpoint(t *testing.T) {
 
 func pemPublic(t *testing.T, key ed25519.PrivateKey) string {
 	t.Helper()
-	_, p, err := pbp.EncodeKeys(key)
+	_, p, err := keys.Encode(key)
 	if err != nil {
 		t.Fatal(err)
 	}

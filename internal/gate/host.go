@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 // Errors of Decide, for errors.Is.
@@ -72,7 +72,7 @@ func Decide(dir, id string, d Decision, key ed25519.PrivateKey, scope Scope, ttl
 // refusing to overwrite a file. It returns the public key to give the components.
 func GenerateOperatorKey(path string) (ed25519.PublicKey, error) {
 	pub, priv, _ := ed25519.GenerateKey(nil) // crypto/rand; it cannot fail
-	data, _, err := pbp.EncodeKeys(priv)
+	data, _, err := keys.Encode(priv)
 	if err == nil {
 		err = os.MkdirAll(filepath.Dir(path), 0o700)
 	}
@@ -102,7 +102,7 @@ func ReadOperatorKey(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("operator key: %w", err)
 	}
-	key, err := pbp.ParsePrivateKey(data)
+	key, err := keys.ParsePrivate(data)
 	if err != nil {
 		return nil, fmt.Errorf("operator key %s: %w", path, err)
 	}
@@ -113,10 +113,10 @@ func ReadOperatorKey(path string) (ed25519.PrivateKey, error) {
 // environment: PEM ("PUBLIC KEY") or "ed25519:<base64>" (FormatPublicKey).
 func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
 	if s := bytes.TrimSpace(data); bytes.HasPrefix(s, []byte("ed25519:")) {
-		return pbp.ParsePin(string(s))
+		return keys.ParsePin(string(s))
 	}
-	return pbp.ParsePublicKey(data)
+	return keys.ParsePublic(data)
 }
 
 // FormatPublicKey writes pub as "ed25519:<base64>", short enough for an environment variable.
-func FormatPublicKey(pub ed25519.PublicKey) string { return pbp.PinString(pub) }
+func FormatPublicKey(pub ed25519.PublicKey) string { return keys.Pin(pub) }

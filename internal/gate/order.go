@@ -34,7 +34,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/sharness-ai/sharness/internal/strictjson"
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 // Limits of orders.
@@ -137,7 +137,7 @@ func signOrder(o Order, key ed25519.PrivateKey) ([]byte, error) {
 	}
 	env := envelope{
 		Payload: base64.StdEncoding.EncodeToString(payload),
-		Key:     pbp.KeyID(key.Public().(ed25519.PublicKey)),
+		Key:     keys.ID(key.Public().(ed25519.PublicKey)),
 		Sig:     base64.StdEncoding.EncodeToString(ed25519.Sign(key, append([]byte(orderContext), payload...))),
 	}
 	data, err := json.Marshal(env)
@@ -238,7 +238,7 @@ func openSigned(token []byte, pub ed25519.PublicKey, context string, max int) ([
 	case len(pub) != ed25519.PublicKeySize:
 		return nil, ReasonSignature, fmt.Errorf("operator key: %d bytes, not an Ed25519 public key", len(pub))
 	case !ed25519.Verify(pub, append([]byte(context), payload...), sig):
-		return nil, ReasonSignature, fmt.Errorf("signature does not verify with the operator key %s (it names %.80q)", pbp.KeyID(pub), env.Key)
+		return nil, ReasonSignature, fmt.Errorf("signature does not verify with the operator key %s (it names %.80q)", keys.ID(pub), env.Key)
 	}
 	return payload, "", nil
 }

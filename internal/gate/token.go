@@ -11,7 +11,7 @@ import (
 	"github.com/gowebpki/jcs"
 
 	"github.com/sharness-ai/sharness/internal/strictjson"
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 // Limits of a decision token.
@@ -90,7 +90,7 @@ func (v Verdict) Reason() Reason {
 // envelope is a decision file: the claims exactly as signed, and the signature over them.
 type envelope struct {
 	Payload string `json:"payload"` // standard base64 of the claims' canonical JSON (RFC 8785)
-	Key     string `json:"key"`     // the signer's key id (pbp.KeyID); named in refusals, never trusted
+	Key     string `json:"key"`     // the signer's key id (keys.ID); named in refusals, never trusted
 	Sig     string `json:"sig"`     // standard base64 Ed25519 signature over signContext + payload
 }
 
@@ -125,7 +125,7 @@ func sign(c claims, key ed25519.PrivateKey) ([]byte, error) {
 	}
 	env := envelope{
 		Payload: base64.StdEncoding.EncodeToString(payload),
-		Key:     pbp.KeyID(key.Public().(ed25519.PublicKey)),
+		Key:     keys.ID(key.Public().(ed25519.PublicKey)),
 		Sig:     base64.StdEncoding.EncodeToString(ed25519.Sign(key, append([]byte(signContext), payload...))),
 	}
 	data, err := json.Marshal(env)
@@ -182,7 +182,7 @@ func verify(token []byte, pub ed25519.PublicKey) (claims, Reason, error) {
 	case len(pub) != ed25519.PublicKeySize:
 		return claims{}, ReasonSignature, fmt.Errorf("operator key: %d bytes, not an Ed25519 public key", len(pub))
 	case !ed25519.Verify(pub, append([]byte(signContext), payload...), sig):
-		return claims{}, ReasonSignature, fmt.Errorf("decision signature does not verify with the operator key %s (the decision names %.80q)", pbp.KeyID(pub), env.Key)
+		return claims{}, ReasonSignature, fmt.Errorf("decision signature does not verify with the operator key %s (the decision names %.80q)", keys.ID(pub), env.Key)
 	}
 	c, err := parseClaims(payload)
 	if err != nil {

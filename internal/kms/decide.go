@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -123,7 +124,7 @@ func NewRules(m *pbp.Manifest, self, fingerprint string) (Rules, error) {
 	if k.TrustedSenders != nil {
 		r.AnySender = false
 		for _, s := range *k.TrustedSenders {
-			pub, err := pbp.ParsePin(s)
+			pub, err := keys.ParsePin(s)
 			if err != nil {
 				return Rules{}, fmt.Errorf("business.kms.trusted_senders: %w", err)
 			}
@@ -164,9 +165,9 @@ type Session interface {
 	TakeUse(max int) bool
 }
 
-// Decide checks a call in the design's order (DESIGN.md §6) and returns the first refusal, or
-// nil and, for unwrap and seal_to, the sealed file to open. A destroy after destroy is allowed
-// (idempotent) and does nothing.
+// Decide checks a call in the design's order (docs/architecture.md, "The model path and
+// custody") and returns the first refusal, or nil and, for unwrap and seal_to, the sealed file to
+// open. A destroy after destroy is allowed (idempotent) and does nothing.
 func Decide(r Rules, c Call, now time.Time, s Session) (*seal.Sealed, *Refusal) {
 	if !slices.Contains(r.Callers, c.Caller) {
 		return nil, Refuse(ReasonCaller, "component %q may not call kms", c.Caller)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -173,7 +174,7 @@ func TestNewRules(t *testing.T) {
 	// net→kms makes net a caller; an edge from any other role never does.
 	m.Edges = append(m.Edges, pbp.Edge{From: "net", To: "kms"}, pbp.Edge{From: "agent", To: "kms"}, pbp.Edge{From: "bash", To: "kms"})
 	pin, _, _ := ed25519.GenerateKey(rand.Reader)
-	pins := []string{pbp.PinString(pin)}
+	pins := []string{keys.Pin(pin)}
 	zero := 0
 	m.Component("kms").Business.KMS = &pbp.KMSRules{TrustedSenders: &pins, MaxUnwraps: &zero}
 	r, err = NewRules(m, "kms", "fp")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -53,7 +54,7 @@ func FuzzParseRequest(f *testing.F) {
 		default:
 			t.Fatalf("accepted op %q", op)
 		}
-		if op != "destroy" && !pbp.SecretName(q.Name) || pbp.CheckHash(q.PolicyHash) != nil || q.TS.IsZero() {
+		if op != "destroy" && !pbp.SecretName(q.Name) || keys.CheckHash(q.PolicyHash) != nil || q.TS.IsZero() {
 			t.Fatalf("accepted a malformed %s request: %+v", op, q)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -119,7 +120,7 @@ func ParseRequest(op string, body []byte) (*Request, error) {
 	if q.TS, err = time.Parse(time.RFC3339, fresh.TS); err != nil {
 		return nil, fmt.Errorf("ts: not an RFC 3339 time")
 	}
-	if err := pbp.CheckHash(fresh.PolicyHash); err != nil {
+	if err := keys.CheckHash(fresh.PolicyHash); err != nil {
 		return nil, err
 	}
 	q.PolicyHash = fresh.PolicyHash

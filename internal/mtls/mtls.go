@@ -1,6 +1,7 @@
 // Package mtls is the mutual TLS 1.3 that SHarness components speak to each other: identities
 // are X.509 SVIDs obtained through the SPIFFE Workload API (from the launcher, or SPIRE), and
-// every connection is authorized against the policy's edge list on both sides (DESIGN.md §3).
+// every connection is authorized against the policy's edge list on both sides
+// (docs/architecture.md, "The wall").
 //
 // What it guarantees, given a session bundle that holds only the session CA:
 //   - A server accepts a client only if the client proves possession of an SVID that chains to
@@ -10,7 +11,7 @@
 //     a certificate carrying that one server's SPIFFE ID.
 //   - TLS 1.3 only. Authorization runs in VerifyPeerCertificate (go-spiffe) and again in
 //     VerifyConnection, which Go also calls on resumed sessions, where VerifyPeerCertificate is
-//     skipped (DESIGN.md §10). Servers issue no session tickets.
+//     skipped (docs/pitfalls.md, "TLS and identities"). Servers issue no session tickets.
 //
 // What it does not guarantee: that the process holding a key is the component it names (a
 // compromised component can use its own SVID, on its own edges); revocation (an SVID lives as
@@ -126,7 +127,7 @@ func ServerConfig(src x509svid.Source, bundles x509bundle.Source, m *pbp.Manifes
 	cfg := tlsconfig.MTLSServerConfig(src, bundles, authorize)
 	harden(cfg, bundles, authorize)
 	// Without tickets there is nothing to resume; VerifyConnection covers a config that turns
-	// them back on (DESIGN.md §10).
+	// them back on (docs/pitfalls.md, "TLS and identities").
 	cfg.SessionTicketsDisabled = true
 	return cfg
 }

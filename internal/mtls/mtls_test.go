@@ -289,7 +289,7 @@ func TestNoTickets(t *testing.T) {
 }
 
 // TestResumedSessionClientSide: a client session cache shared between two destinations lets a
-// session with net be resumed where llm was meant. go-spiffe alone accepts it (DESIGN.md §10);
+// session with net be resumed where llm was meant. go-spiffe alone accepts it (docs/pitfalls.md);
 // VerifyConnection refuses it, and still accepts the legitimate resumption.
 func TestResumedSessionClientSide(t *testing.T) {
 	m := loadFull(t)

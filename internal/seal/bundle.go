@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 // BundleKind is the kind of a kms identity bundle.
@@ -103,7 +103,7 @@ func parseBundle(data []byte) (*Bundle, error) {
 	case len(f.Hygiene) > maxHygiene:
 		return nil, fmt.Errorf("hygiene has %d entries, at most %d", len(f.Hygiene), maxHygiene)
 	}
-	if err := pbp.CheckHash(f.PolicyHash); err != nil {
+	if err := keys.CheckHash(f.PolicyHash); err != nil {
 		return nil, err
 	}
 	for k, v := range f.Hygiene {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -43,7 +44,7 @@ func FuzzParseBundle(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if pbp.CheckHash(b.PolicyHash()) != nil || b.Fingerprint() != Fingerprint(b.Key()) {
+		if keys.CheckHash(b.PolicyHash()) != nil || b.Fingerprint() != Fingerprint(b.Key()) {
 			t.Fatalf("accepted a malformed bundle: %s", data)
 		}
 		again, err := ParseBundle(b.Marshal())

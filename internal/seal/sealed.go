@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -139,7 +140,7 @@ func parseSealed(data []byte) (*Sealed, error) {
 	if f.Sender == "" {
 		return s, nil
 	}
-	if s.sender, err = pbp.ParsePin(f.Sender); err != nil {
+	if s.sender, err = keys.ParsePin(f.Sender); err != nil {
 		return nil, fmt.Errorf("sender: %w", err)
 	}
 	if s.sig, err = DecodeBase64(f.Sig); err != nil || len(s.sig) != ed25519.SignatureSize {
@@ -156,7 +157,7 @@ func (s *Sealed) Marshal() []byte {
 	f := sealedFile{V: 1, Kind: SealedKind, Name: s.name, To: s.to, Expires: formatTime(s.expires),
 		Enc: b64.EncodeToString(s.enc), CT: b64.EncodeToString(s.ct)}
 	if s.sender != nil {
-		f.Sender, f.Sig = pbp.PinString(s.sender), b64.EncodeToString(s.sig)
+		f.Sender, f.Sig = keys.Pin(s.sender), b64.EncodeToString(s.sig)
 	}
 	out, _ := json.MarshalIndent(f, "", "  ") // a struct of strings and an int cannot fail
 	return append(out, '\n')
@@ -182,7 +183,7 @@ func (s *Sealed) senderPin() string {
 	if s.sender == nil {
 		return ""
 	}
-	return pbp.PinString(s.sender)
+	return keys.Pin(s.sender)
 }
 
 // canon is an unambiguous byte string: the context, then each field prefixed by its 4-byte

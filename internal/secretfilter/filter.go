@@ -1,6 +1,6 @@
 // Package secretfilter finds secrets in text that is about to leave a component (a message to
 // the model, a command's output, a file write) and redacts them, for llm, bash and fs
-// (DESIGN.md §6).
+// (docs/architecture.md, "The model path and custody").
 //
 // Two layers. Layer 1 matches exactly (hex in any case) every secret the harness itself holds,
 // in the encodings AddSecret lists (raw, base64, hex), in the text and in views of it with its

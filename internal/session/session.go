@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -39,7 +40,7 @@ func Load(dir string, getenv func(string) string) (*pbp.Manifest, *pbp.Component
 		return nil, nil, fmt.Errorf("refusing to start: the policy in %s has hash %s, the supplied hash is %s", dir, m.Hash, want)
 	}
 	if want == "" {
-		pub, err := pbp.ParsePin(pin)
+		pub, err := keys.ParsePin(pin)
 		if err != nil {
 			return nil, nil, fmt.Errorf("refusing to start: %w", err)
 		}
@@ -47,7 +48,7 @@ func Load(dir string, getenv func(string) string) (*pbp.Manifest, *pbp.Component
 		if err != nil {
 			return nil, nil, fmt.Errorf("refusing to start: no signature of policy %s: %w", m.Hash, err)
 		}
-		if err := pbp.VerifySignature(m.Hash, sig, pub); err != nil {
+		if err := keys.Verify(m.Hash, sig, pub); err != nil {
 			return nil, nil, fmt.Errorf("refusing to start: %w", err)
 		}
 	}

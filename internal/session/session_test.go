@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -57,17 +58,17 @@ func TestLoadWithPinnedKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
-	e := env(map[string]string{EnvComponent: "agent", EnvPolicyKey: pbp.PinString(priv.Public().(ed25519.PublicKey))})
+	e := env(map[string]string{EnvComponent: "agent", EnvPolicyKey: keys.Pin(priv.Public().(ed25519.PublicKey))})
 	if _, _, err := Load(dir, e); err == nil || !strings.Contains(err.Error(), "no signature") {
 		t.Fatalf("Load without a signature: %v, want a refusal", err)
 	}
-	sig, _ := pbp.Sign(m.Hash, priv)
+	sig, _ := keys.Sign(m.Hash, priv)
 	os.WriteFile(filepath.Join(dir, "manifest.yaml.sig"), sig, 0o644)
 	if _, c, err := Load(dir, e); err != nil || c.Name != "agent" {
 		t.Fatalf("Load with a good signature: %v", err)
 	}
 	_, other, _ := ed25519.GenerateKey(rand.Reader)
-	bad, _ := pbp.Sign(m.Hash, other)
+	bad, _ := keys.Sign(m.Hash, other)
 	os.WriteFile(filepath.Join(dir, "manifest.yaml.sig"), bad, 0o644)
 	if _, _, err := Load(dir, e); err == nil || !strings.Contains(err.Error(), "not the pinned key") {
 		t.Fatalf("Load with another key's signature: %v, want a refusal", err)

@@ -9,8 +9,9 @@ import (
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
-// The ports components listen on inside the stack (DESIGN.md §3). The compose renderer names
-// them in the URLs it hands each component; the Landlock domain allows exactly them.
+// The ports components listen on inside the stack (docs/architecture.md, "The wall" and "The
+// model path and custody"). The compose renderer names them in the URLs it hands each
+// component; the Landlock domain allows exactly them.
 const (
 	ProxyPort     = 3128 // net's plain proxy, on its callers' edges
 	MTLSProxyPort = 3129 // net's mutual-TLS proxy and metrics, for callers known by SPIFFE ID

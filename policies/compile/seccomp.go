@@ -1,5 +1,7 @@
 // Seccomp profile compiler: Docker's default profile (moby/profiles), resolved at
-// compile time for x86_64 and narrowed by the design's floor (DESIGN.md §4, §10).
+// compile time for x86_64 and narrowed by the design's floor (seccompFloor). x86_64 alone: an
+// i386 or x32 entry would reopen socketcall, which bypasses the socket-family filters
+// (docs/pitfalls.md, "Seccomp sub-architectures").
 //
 // What it does not guarantee: seccomp sees syscall numbers and register arguments
 // only. It cannot look behind pointers (clone3's flags, paths, socket addresses),
@@ -40,7 +42,7 @@ const CloneNamespaces = "clone_namespaces"
 // (glibc retries clone3 as clone, newer *at2 calls fall back to older ones) instead
 // of failing. Every syscall the policy removes by name answers EPERM instead, from
 // one explicit rule, so a test or a person reading strace can tell a deliberate
-// policy refusal from an unknown syscall (DESIGN.md §10).
+// policy refusal from an unknown syscall (docs/architecture.md, "Decisions worth knowing").
 //
 // Docker 20.10 ignores defaultErrnoRet (moby#42604 landed in 23.0; measured on
 // 20.10.24): there the default answers EPERM. Moby's explicit "clone3 → ENOSYS"
@@ -68,7 +70,7 @@ const (
 )
 
 // seccompFloor is removed from every component unless its policy names a syscall
-// in Allow (DESIGN.md §4): kernel attack surface (io_uring, userfaultfd, bpf,
+// in Allow, which pbp's design rules permit per kind: kernel attack surface (io_uring, userfaultfd, bpf,
 // keyrings, perf), other processes (ptrace, process_vm_*, kcmp, page migration),
 // namespaces and mounts, modules and kexec, host clocks and accounting, ancient
 // ABIs. memfd_create and memfd_secret stay allowed (the Go runtime and kms use

@@ -6,55 +6,10 @@ import (
 	"strings"
 )
 
-// Component is one component's effective policy: the intersection of its layers, with the
-// design's least-privilege defaults filled in. Every value here is final.
-type Component struct {
-	Name       string
-	Kind       Kind
-	SPIFFEID   string
-	Image      string
-	Entrypoint []string
-	CodeSHA256 string
-	UID, GID   int
-
-	Capabilities []string // sorted, CAP_ prefixed
-	NoNewPrivs   bool     // always true: the design has no way to turn it off
-	MaxPIDs      int64
-	MaxMemory    int64    // bytes
-	MaxRuntime   int64    // seconds; 0 means the session's lifetime
-	Exec         []string // sorted; what may be executed (a trailing "/" marks a folder)
-	Landlock     string   // LandlockEnforce, LandlockBestEffort or LandlockPerCommand
-
-	Tmpfs     []TmpfsMount  // sorted by path
-	Volumes   []VolumeMount // sorted by target
-	Protected []string      // sorted; a trailing "/" marks a folder
-	Workspace string        // "rw", "ro" or "" (no workspace)
-
-	Egress bool
-
-	SyscallAllow []string // sorted re-additions from the design's floor
-	SyscallDeny  []string // sorted extra removals
-
-	Business Business
-	Audit    []string
-
-	ConnectTo  []string // from the manifest's edges, sorted
-	AcceptFrom []string
-}
-
-// TmpfsMount is a resolved tmpfs: its size in bytes.
-type TmpfsMount struct {
-	Path string
-	Size int64
-}
-
-// VolumeMount is a resolved named volume.
-type VolumeMount struct {
-	Name, Target string
-	ReadOnly     bool
-}
-
-// designEdges is the edge matrix of DESIGN.md §3: every other pair has no path.
+// designEdges is the design's edge matrix (docs/architecture.md, "The wall" and "The model path
+// and custody"): every other pair of kinds has no path. The agent (app) reaches the services;
+// llm reaches kms for its key and net for the model; bash reaches net; net reaches kms. kms and
+// fs open no connection, and the launcher is on no edge: it serves identities on sockets.
 var designEdges = map[[2]Kind]bool{
 	{KindApp, KindNet}: true, {KindApp, KindLLM}: true, {KindApp, KindBash}: true, {KindApp, KindFS}: true,
 	{KindLLM, KindKMS}: true, {KindLLM, KindNet}: true,
@@ -88,7 +43,6 @@ var designSyscalls = map[Kind][]string{
 	KindBash: {"clone_namespaces", "mount", "pivot_root", "setns", "umount2", "unshare"},
 }
 
-// checkDesign applies the rules no layer can override.
 // writableUnder is the writable mount (tmpfs, read-write volume, read-write workspace) that holds
 // path x or lies beneath folder x, or "".
 func writableUnder(c *Component, x string) string {
@@ -118,6 +72,7 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
+// checkDesign applies the rules no layer can override.
 func checkDesign(c *Component, where func(field string) *Error) error {
 	for _, cp := range c.Capabilities {
 		if !slices.Contains(designCaps[c.Kind], cp) {

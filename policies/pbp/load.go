@@ -8,7 +8,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sharness-ai/sharness/internal/strictyaml"
 )
+
+// Error is a refusal that names the file, the line and the field, from the strict decoder or from
+// the policy's own rules: Load, LoadBytes, LayerHash and Lock refuse a document with one.
+type Error = strictyaml.Error
 
 // Manifest is a loaded, verified and composed manifest: every layer matched its recorded hash,
 // every component's chain narrowed without widening, and every design rule held.
@@ -53,7 +59,6 @@ func (m *Manifest) Peers(from string, k Kind) []string {
 }
 
 var (
-	namePattern  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 	layerPattern = regexp.MustCompile(`^(L[0-5])-[a-z0-9][a-z0-9-]{0,40}$`)
 	trustPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 )
@@ -71,7 +76,7 @@ func Load(fsys fs.FS, name string) (*Manifest, error) {
 // LoadBytes is Load with the manifest's bytes already read (layers still come from fsys).
 func LoadBytes(fsys fs.FS, name string, data []byte) (*Manifest, error) {
 	var md ManifestDoc
-	d, err := decodeStrict(name, data, &md)
+	d, err := strictyaml.Decode(name, data, &md)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +90,7 @@ func LoadBytes(fsys fs.FS, name string, data []byte) (*Manifest, error) {
 		return nil, err
 	}
 	m := &Manifest{Name: md.Name, TrustDomain: md.TrustDomain, Layers: md.Layers}
-	if m.Hash, err = Digest(d.value); err != nil {
+	if m.Hash, err = Digest(d.Value()); err != nil {
 		return nil, err
 	}
 	layers := map[string]*layer{}
@@ -95,10 +100,10 @@ func LoadBytes(fsys fs.FS, name string, data []byte) (*Manifest, error) {
 			return nil, err
 		}
 		if l.hash != ref.SHA256 {
-			return nil, d.errAt(fmt.Sprintf("layers[%d].sha256", i), "layer %s (%s) has content hash %s, not the recorded one: the layer changed after the manifest named it (run sharness-ai lock if the change is yours)", ref.ID, ref.File, l.hash)
+			return nil, d.ErrAt(fmt.Sprintf("layers[%d].sha256", i), "layer %s (%s) has content hash %s, not the recorded one: the layer changed after the manifest named it (run sharness-ai lock if the change is yours)", ref.ID, ref.File, l.hash)
 		}
 		if l.doc.Level != ref.ID[:2] {
-			return nil, d.errAt(fmt.Sprintf("layers[%d].id", i), "layer %s is level %s in its file", ref.ID, l.doc.Level)
+			return nil, d.ErrAt(fmt.Sprintf("layers[%d].id", i), "layer %s is level %s in its file", ref.ID, l.doc.Level)
 		}
 		layers[ref.ID] = l
 	}
@@ -127,29 +132,29 @@ func LoadBytes(fsys fs.FS, name string, data []byte) (*Manifest, error) {
 }
 
 // checkCallers makes sure every net rule names a component that has an edge to that net.
-func checkCallers(d *doc, m *Manifest) error {
+func checkCallers(d *strictyaml.Document, m *Manifest) error {
 	for _, c := range m.Components {
 		if c.Business.Net == nil || c.Business.Net.Callers == nil {
 			continue
 		}
 		for i, r := range *c.Business.Net.Callers {
 			if !slices.Contains(c.AcceptFrom, r.Caller) {
-				return d.errAt("components."+c.Name, "business.net.callers[%d]: caller %q has no edge to %s (edges to it: %v)", i, r.Caller, c.Name, c.AcceptFrom)
+				return d.ErrAt("components."+c.Name, "business.net.callers[%d]: caller %q has no edge to %s (edges to it: %v)", i, r.Caller, c.Name, c.AcceptFrom)
 			}
 		}
 	}
 	return nil
 }
 
-func checkHeader(d *doc, version int, kind, want string) error {
-	if _, ok := d.lines["pbp"]; !ok {
-		return d.errAt("pbp", "missing: the format version must be given as pbp: %d", Version)
+func checkHeader(d *strictyaml.Document, version int, kind, want string) error {
+	if !d.Has("pbp") {
+		return d.ErrAt("pbp", "missing: the format version must be given as pbp: %d", Version)
 	}
 	if version != Version {
-		return d.errAt("pbp", "unknown format version %d (this build reads pbp: %d)", version, Version)
+		return d.ErrAt("pbp", "unknown format version %d (this build reads pbp: %d)", version, Version)
 	}
 	if kind != want {
-		return d.errAt("kind", "is %q, want %q", kind, want)
+		return d.ErrAt("kind", "is %q, want %q", kind, want)
 	}
 	return nil
 }
@@ -157,11 +162,11 @@ func checkHeader(d *doc, version int, kind, want string) error {
 // checkManifest enforces the manifest's references (shapeManifest has checked each value on its
 // own): layer ids are unique and known and come outermost first, edges join existing components
 // along the design's matrix.
-func checkManifest(d *doc, md *ManifestDoc) error {
+func checkManifest(d *strictyaml.Document, md *ManifestDoc) error {
 	ids := map[string]int{}
 	for i, ref := range md.Layers {
 		if _, dup := ids[ref.ID]; dup {
-			return d.errAt(fmt.Sprintf("layers[%d].id", i), "layer %s is listed twice", ref.ID)
+			return d.ErrAt(fmt.Sprintf("layers[%d].id", i), "layer %s is listed twice", ref.ID)
 		}
 		ids[ref.ID] = i
 	}
@@ -175,16 +180,16 @@ func checkManifest(d *doc, md *ManifestDoc) error {
 		for i, id := range md.Components[name].Layers {
 			f := fmt.Sprintf("components.%s.layers[%d]", name, i)
 			if _, ok := ids[id]; !ok {
-				return d.errAt(f, "unknown layer %q", id)
+				return d.ErrAt(f, "unknown layer %q", id)
 			}
 			if id[:2] < prev {
-				return d.errAt(f, "layer %s comes after a %s layer: layers go outermost (L0) first", id, prev)
+				return d.ErrAt(f, "layer %s comes after a %s layer: layers go outermost (L0) first", id, prev)
 			}
 			prev = id[:2]
 		}
 	}
 	if len(md.Edges) > 256 {
-		return d.errAt("edges", "%d edges: the edge address pool holds 256", len(md.Edges))
+		return d.ErrAt("edges", "%d edges: the edge address pool holds 256", len(md.Edges))
 	}
 	seen := map[Edge]bool{}
 	for i, e := range md.Edges {
@@ -193,13 +198,13 @@ func checkManifest(d *doc, md *ManifestDoc) error {
 		to, okt := md.Components[e.To]
 		switch {
 		case !okf:
-			return d.errAt(f+".from", "edge from %q: no such component", e.From)
+			return d.ErrAt(f+".from", "edge from %q: no such component", e.From)
 		case !okt:
-			return d.errAt(f+".to", "edge to %q: no such component", e.To)
+			return d.ErrAt(f+".to", "edge to %q: no such component", e.To)
 		case seen[e]:
-			return d.errAt(f, "edge %s→%s is listed twice", e.From, e.To)
+			return d.ErrAt(f, "edge %s→%s is listed twice", e.From, e.To)
 		case !designEdge(from.Kind, to.Kind):
-			return d.errAt(f, "edge %s→%s (%s→%s) is not an edge the design allows (%s)", e.From, e.To, from.Kind, to.Kind, designEdgesText())
+			return d.ErrAt(f, "edge %s→%s (%s→%s) is not an edge the design allows (%s)", e.From, e.To, from.Kind, to.Kind, designEdgesText())
 		}
 		seen[e] = true
 	}
@@ -208,7 +213,7 @@ func checkManifest(d *doc, md *ManifestDoc) error {
 
 type layer struct {
 	doc  LayerDoc
-	d    *doc
+	d    *strictyaml.Document
 	hash string
 }
 
@@ -218,7 +223,7 @@ func loadLayer(fsys fs.FS, file string, ref LayerRef) (*layer, error) {
 		return nil, &Error{File: file, Msg: fmt.Sprintf("layer %s: cannot read: %v", ref.ID, unwrapPath(err))}
 	}
 	l := &layer{}
-	if l.d, err = decodeStrict(file, data, &l.doc); err != nil {
+	if l.d, err = strictyaml.Decode(file, data, &l.doc); err != nil {
 		return nil, err
 	}
 	if err := checkHeader(l.d, l.doc.PBP, l.doc.Kind, "layer"); err != nil {
@@ -227,7 +232,7 @@ func loadLayer(fsys fs.FS, file string, ref LayerRef) (*layer, error) {
 	if err := shapeLayer(l.d, &l.doc); err != nil {
 		return nil, err
 	}
-	if l.hash, err = Digest(l.d.value); err != nil {
+	if l.hash, err = Digest(l.d.Value()); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -240,11 +245,11 @@ func LayerHash(fsys fs.FS, name string) (string, error) {
 		return "", &Error{File: name, Msg: fmt.Sprintf("cannot read: %v", unwrapPath(err))}
 	}
 	var ld LayerDoc
-	d, err := decodeStrict(name, data, &ld)
+	d, err := strictyaml.Decode(name, data, &ld)
 	if err != nil {
 		return "", err
 	}
-	return Digest(d.value)
+	return Digest(d.Value())
 }
 
 // unwrapPath drops fs.PathError's own copy of the path, which the caller already names.
@@ -260,7 +265,7 @@ func unwrapPath(err error) error {
 // hash M, which the person must supply again.
 func Lock(fsys fs.FS, name string, data []byte) ([]byte, error) {
 	var md ManifestDoc
-	d, err := decodeStrict(name, data, &md)
+	d, err := strictyaml.Decode(name, data, &md)
 	if err != nil {
 		return nil, err
 	}
@@ -271,9 +276,9 @@ func Lock(fsys fs.FS, name string, data []byte) ([]byte, error) {
 			return nil, err
 		}
 		field := fmt.Sprintf("layers[%d].sha256", i)
-		n, ok := d.lines[field]
+		n, ok := d.Line(field), d.Has(field)
 		if !ok || ref.SHA256 == "" || !strings.Contains(lines[n-1], ref.SHA256) {
-			return nil, d.errAt(fmt.Sprintf("layers[%d]", i), "cannot find the recorded hash on its own line to update it")
+			return nil, d.ErrAt(fmt.Sprintf("layers[%d]", i), "cannot find the recorded hash on its own line to update it")
 		}
 		lines[n-1] = strings.Replace(lines[n-1], ref.SHA256, h, 1)
 	}

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/sharness-ai/sharness/internal/strictyaml"
+	"github.com/sharness-ai/sharness/policies/keys"
 )
 
 // CheckShape checks one manifest or layer file on its own, as the loader would before it looks
@@ -26,15 +29,15 @@ import (
 // the schema does.
 func CheckShape(file string, data []byte) error {
 	var generic any
-	d, err := decodeStrict(file, data, &generic)
+	d, err := strictyaml.Decode(file, data, &generic)
 	if err != nil {
 		return err
 	}
-	top, _ := d.value.(map[string]any)
+	top, _ := d.Value().(map[string]any)
 	switch top["kind"] {
 	case "manifest":
 		var md ManifestDoc
-		d, err := decodeStrict(file, data, &md)
+		d, err := strictyaml.Decode(file, data, &md)
 		if err != nil {
 			return err
 		}
@@ -44,7 +47,7 @@ func CheckShape(file string, data []byte) error {
 		return shapeManifest(d, &md)
 	case "layer":
 		var ld LayerDoc
-		d, err := decodeStrict(file, data, &ld)
+		d, err := strictyaml.Decode(file, data, &ld)
 		if err != nil {
 			return err
 		}
@@ -53,37 +56,37 @@ func CheckShape(file string, data []byte) error {
 		}
 		return shapeLayer(d, &ld)
 	}
-	if _, ok := d.lines["pbp"]; !ok {
-		return d.errAt("pbp", "missing: the format version must be given as pbp: %d", Version)
+	if !d.Has("pbp") {
+		return d.ErrAt("pbp", "missing: the format version must be given as pbp: %d", Version)
 	}
 	if k, ok := top["kind"].(string); ok {
-		return d.errAt("kind", "is %q, want \"manifest\" or \"layer\"", k)
+		return d.ErrAt("kind", "is %q, want \"manifest\" or \"layer\"", k)
 	}
-	return d.errAt("kind", "missing or not a string: want \"manifest\" or \"layer\"")
+	return d.ErrAt("kind", "missing or not a string: want \"manifest\" or \"layer\"")
 }
 
 // shapeManifest checks the manifest's single values: checkManifest without the references.
-func shapeManifest(d *doc, md *ManifestDoc) error {
+func shapeManifest(d *strictyaml.Document, md *ManifestDoc) error {
 	if !trustPattern.MatchString(md.TrustDomain) {
-		return d.errAt("trust_domain", "%q is not a valid SPIFFE trust domain (lower-case letters, digits, '.', '-', '_')", md.TrustDomain)
+		return d.ErrAt("trust_domain", "%q is not a valid SPIFFE trust domain (lower-case letters, digits, '.', '-', '_')", md.TrustDomain)
 	}
 	if len(md.Layers) == 0 {
-		return d.errAt("layers", "a manifest needs at least one layer")
+		return d.ErrAt("layers", "a manifest needs at least one layer")
 	}
 	for i, ref := range md.Layers {
 		f := fmt.Sprintf("layers[%d]", i)
 		if !layerPattern.MatchString(ref.ID) {
-			return d.errAt(f+".id", "%q is not a layer id of the form L<0-5>-<name>", ref.ID)
+			return d.ErrAt(f+".id", "%q is not a layer id of the form L<0-5>-<name>", ref.ID)
 		}
 		if path.IsAbs(ref.File) || !fs.ValidPath(ref.File) {
-			return d.errAt(f+".file", "%q must be a relative path inside the manifest's folder", ref.File)
+			return d.ErrAt(f+".file", "%q must be a relative path inside the manifest's folder", ref.File)
 		}
-		if err := CheckHash(ref.SHA256); err != nil {
-			return d.errAt(f+".sha256", "%v", err)
+		if err := keys.CheckHash(ref.SHA256); err != nil {
+			return d.ErrAt(f+".sha256", "%v", err)
 		}
 	}
 	if len(md.Components) == 0 {
-		return d.errAt("components", "a manifest needs at least one component")
+		return d.ErrAt("components", "a manifest needs at least one component")
 	}
 	names := make([]string, 0, len(md.Components))
 	for n := range md.Components {
@@ -92,28 +95,28 @@ func shapeManifest(d *doc, md *ManifestDoc) error {
 	sort.Strings(names)
 	for _, name := range names {
 		c, f := md.Components[name], "components."+name
-		if !namePattern.MatchString(name) {
-			return d.errAt(f, "component name %q must match %s", name, namePattern)
+		if !ValidComponentName(name) {
+			return d.ErrAt(f, "component name %q must match %s", name, ComponentNamePattern)
 		}
 		if !slices.Contains(Kinds, c.Kind) {
-			return d.errAt(f+".kind", "unknown component kind %q (known: %v)", c.Kind, Kinds)
+			return d.ErrAt(f+".kind", "unknown component kind %q (known: %v)", c.Kind, Kinds)
 		}
 		if len(c.Layers) == 0 {
-			return d.errAt(f+".layers", "a component needs at least one layer")
+			return d.ErrAt(f+".layers", "a component needs at least one layer")
 		}
 		for i, id := range c.Layers {
 			if !layerPattern.MatchString(id) {
-				return d.errAt(fmt.Sprintf("%s.layers[%d]", f, i), "%q is not a layer id of the form L<0-5>-<name>", id)
+				return d.ErrAt(fmt.Sprintf("%s.layers[%d]", f, i), "%q is not a layer id of the form L<0-5>-<name>", id)
 			}
 		}
 	}
 	for i, e := range md.Edges {
 		f := fmt.Sprintf("edges[%d]", i)
-		if !namePattern.MatchString(e.From) {
-			return d.errAt(f+".from", "%q is not a component name", e.From)
+		if !ValidComponentName(e.From) {
+			return d.ErrAt(f+".from", "%q is not a component name", e.From)
 		}
-		if !namePattern.MatchString(e.To) {
-			return d.errAt(f+".to", "%q is not a component name", e.To)
+		if !ValidComponentName(e.To) {
+			return d.ErrAt(f+".to", "%q is not a component name", e.To)
 		}
 	}
 	return nil
@@ -121,19 +124,19 @@ func shapeManifest(d *doc, md *ManifestDoc) error {
 
 // shapeLayer checks a layer's single values: what the merger checks of each value on its own,
 // without comparing it with the parent's.
-func shapeLayer(d *doc, ld *LayerDoc) error {
+func shapeLayer(d *strictyaml.Document, ld *LayerDoc) error {
 	if !slices.Contains(Levels, ld.Level) {
-		return d.errAt("level", "%q is not a level (known: %v)", ld.Level, Levels)
+		return d.ErrAt("level", "%q is not a level (known: %v)", ld.Level, Levels)
 	}
 	p := &ld.Policy
 	m := shaper{d}
 	for _, f := range []string{"subject.code_sha256", "process.max_memory", "process.max_runtime",
 		"syscalls.base", "business.llm.on_secret", "business.fs.max_file_size"} {
-		if v, ok := d.at("policy." + f); ok && v == "" {
+		if v, ok := valueAt(d.Value(), "policy."+f); ok && v == "" {
 			return m.fail(f, "must not be empty: leave the field out instead")
 		}
 	}
-	if s := p.Subject; s != nil && s.CodeSHA256 != "" && CheckHash(s.CodeSHA256) != nil {
+	if s := p.Subject; s != nil && s.CodeSHA256 != "" && keys.CheckHash(s.CodeSHA256) != nil {
 		return m.fail("subject.code_sha256", "%q is not of the form sha256:<64 hex digits>", s.CodeSHA256)
 	}
 	if id := p.Identity; id != nil {
@@ -203,7 +206,7 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 		if f.Volumes != nil {
 			for i, v := range *f.Volumes {
 				if !namePattern.MatchString(v.Name) || !path.IsAbs(v.Target) || path.Clean(v.Target) != v.Target {
-					return m.fail(fmt.Sprintf("files.volumes[%d]", i), "volume needs a name matching %s and a clean absolute target", namePattern)
+					return m.fail(fmt.Sprintf("files.volumes[%d]", i), "volume needs a name matching %s and a clean absolute target", ComponentNamePattern)
 				}
 				if strings.HasPrefix(v.Name, "identity-") {
 					return m.fail(fmt.Sprintf("files.volumes[%d].name", i), "%q is reserved: identity-<role> volumes hold a role's SVID socket and are mounted by the compiler alone", v.Name)
@@ -227,7 +230,7 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 		if n.Callers != nil {
 			for i, c := range *n.Callers {
 				field := fmt.Sprintf("business.net.callers[%d]", i)
-				if !namePattern.MatchString(c.Caller) {
+				if !ValidComponentName(c.Caller) {
 					return m.fail(field+".caller", "%q is not a component name", c.Caller)
 				}
 				for _, h := range c.Hosts {
@@ -277,7 +280,7 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 		}
 		if k.TrustedSenders != nil {
 			for _, pin := range *k.TrustedSenders {
-				if _, err := ParsePin(pin); err != nil {
+				if _, err := keys.ParsePin(pin); err != nil {
 					return m.fail("business.kms.trusted_senders", "%v", err)
 				}
 			}
@@ -295,10 +298,10 @@ func shapeLayer(d *doc, ld *LayerDoc) error {
 }
 
 // shaper reports a layer's policy fields by their path, as the merger does.
-type shaper struct{ d *doc }
+type shaper struct{ d *strictyaml.Document }
 
 func (m shaper) fail(field, format string, args ...any) error {
-	return m.d.errAt("policy."+field, format, args...)
+	return m.d.ErrAt("policy."+field, format, args...)
 }
 
 // size checks a size on its own ("" is absent).
@@ -323,9 +326,8 @@ func (m shaper) duration(field, v string) error {
 	return nil
 }
 
-// at returns the decoded value at a dotted field path, and whether it is there.
-func (d *doc) at(field string) (any, bool) {
-	v := d.value
+// valueAt returns the decoded value at a dotted field path of maps, and whether it is there.
+func valueAt(v any, field string) (any, bool) {
 	for _, k := range strings.Split(field, ".") {
 		m, ok := v.(map[string]any)
 		if !ok {
@@ -342,6 +344,7 @@ func (d *doc) at(field string) (any, bool) {
 var KMSOps = []string{"public", "unwrap", "seal_to", "destroy"}
 
 var (
+	capPattern = regexp.MustCompile(`^CAP_[A-Z_]{2,30}$`)
 	secretName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 	toolsPin   = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
@@ -387,4 +390,10 @@ func (m shaper) llm(l *LLMRules) error {
 		}
 	}
 	return nil
+}
+
+// cleanRel says whether p is clean (a trailing "/" marks a folder), not "." and does not climb
+// out with "..". Callers refuse absolute paths themselves.
+func cleanRel(p string) bool {
+	return p != "" && path.Clean(p) == strings.TrimSuffix(p, "/") && p != "." && !strings.HasPrefix(p, "../") && p != ".."
 }

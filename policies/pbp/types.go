@@ -1,5 +1,6 @@
-// Package pbp is the Process Behaviour Policy model: the manifest, its layers, strict decoding,
-// composition by intersection, the manifest hash and its signature.
+// Package pbp is the Process Behaviour Policy model: the manifest, its layers, their composition
+// by intersection, the design's rules no layer overrides, and the manifest hash M. Documents are
+// read by internal/strictyaml; M's signature and the operator's keys are policies/keys'.
 //
 // It is pure: it reads through an fs.FS handed to it and never touches the network, processes or
 // logs. What it does not guarantee: a policy says what a component may do; only the compiler's
@@ -12,7 +13,7 @@ const Version = 1
 // Kind is a component kind the design knows.
 type Kind string
 
-// The component kinds of the design (DESIGN.md §3).
+// The component kinds of the design (docs/architecture.md); design.go says what each may do.
 const (
 	KindApp      Kind = "app"
 	KindNet      Kind = "net"
@@ -53,7 +54,9 @@ type ComponentRef struct {
 	Layers []string `yaml:"layers" json:"layers"`
 }
 
-// Edge is one allowed connection: From may open a connection to To (DESIGN.md §3).
+// Edge is one allowed connection: From may open a connection to To, if the design's edge matrix
+// (designEdges) allows their kinds. Each edge becomes its own internal network, so no other pair
+// of components can reach each other.
 type Edge struct {
 	From string `yaml:"from" json:"from"`
 	To   string `yaml:"to" json:"to"`

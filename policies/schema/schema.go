@@ -1,6 +1,7 @@
 // Package schema is the JSON Schema of Process Behaviour Policy documents (format pbp: 1): the
-// manifest and its layer files. Editors use the schema (Document) to complete and check policies
-// as they are written; Validate checks one YAML file against it with a one-line error.
+// manifest and its layer files. Editors use the schema (pbp.schema.json, beside this file) to
+// complete and check policies as they are written; Validate checks one YAML file against it with
+// a one-line error.
 //
 // It checks shape only: the fields, their types and the spelling of single values (sizes,
 // durations, hashes, names, kinds). It does not check the design's rules, that a layer's hash
@@ -27,7 +28,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/internal/strictyaml"
 )
 
 //go:embed pbp.schema.json
@@ -35,9 +36,6 @@ var document []byte
 
 // ID is the schema's $id. It names the schema; nothing ever fetches it.
 const ID = "https://sharness.ai/schema/pbp-1.json"
-
-// Document returns the schema (JSON, draft 2020-12).
-func Document() []byte { return bytes.Clone(document) }
 
 var compiled = sync.OnceValues(func() (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(document))
@@ -113,16 +111,17 @@ func notPrintable(r rune) bool { return r != ' ' && !unicode.IsPrint(r) }
 
 // Validate checks one manifest or layer file (YAML) against the schema. file names it in the
 // error, which is one line: the file, the JSON pointer of the first failure in document order,
-// and what is wrong. The YAML is read by pbp.Parse, so what the policy decoder refuses (anchors,
-// aliases, explicit tags, duplicate keys, non-string keys, floats, integers of 2^53 or more,
-// several documents, a carriage return without a line feed) is refused here too, with its
-// *pbp.Error (file:line: field: message).
+// and what is wrong. The YAML is read by internal/strictyaml, as policies/pbp reads it, so what
+// the policy decoder refuses (anchors, aliases, explicit tags, duplicate keys, non-string keys,
+// floats, integers of 2^53 or more, several documents, a carriage return without a line feed) is
+// refused here too, with its *strictyaml.Error, which is pbp.Error (file:line: field: message).
 func Validate(file string, doc []byte) error {
-	value, line, err := pbp.Parse(file, doc)
+	var v any
+	d, err := strictyaml.Decode(file, doc, &v)
 	if err != nil {
 		return err
 	}
-	fs, err := validate(value, line)
+	fs, err := validate(d.Value(), d.Line)
 	if err != nil {
 		return &Error{File: file, Msg: err.Error()}
 	}

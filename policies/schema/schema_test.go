@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -51,15 +52,38 @@ func TestSchemaCompiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var v map[string]any
-	if err := json.Unmarshal(Document(), &v); err != nil {
-		t.Fatalf("Document is not JSON: %v", err)
+	if err := json.Unmarshal(document, &v); err != nil {
+		t.Fatalf("pbp.schema.json is not JSON: %v", err)
 	}
 	if v["$id"] != ID {
 		t.Errorf("$id is %v, want %s", v["$id"], ID)
 	}
-	Document()[0] = 'x' // a copy: the schema itself must not change
-	if document[0] != '{' {
-		t.Error("Document returned the embedded bytes, not a copy")
+	// Editors read pbp.schema.json itself: the validator must hold exactly that file, and
+	// validating must not change it.
+	if err := Validate("m.yaml", []byte("pbp: 1\nkind: layer\n")); err == nil {
+		t.Error("an incomplete layer validated")
+	}
+	onDisk, err := os.ReadFile("pbp.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(document, onDisk) {
+		t.Error("the embedded schema differs from pbp.schema.json")
+	}
+}
+
+// TestComponentNamePattern: the schema spells component names as the policy model does.
+func TestComponentNamePattern(t *testing.T) {
+	var v struct {
+		Defs map[string]struct {
+			Pattern string `json:"pattern"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(document, &v); err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Defs["componentName"].Pattern; got != pbp.ComponentNamePattern {
+		t.Errorf("$defs.componentName.pattern = %q, want pbp.ComponentNamePattern %q", got, pbp.ComponentNamePattern)
 	}
 }
 

@@ -84,12 +84,12 @@ func TestDoorsAgainstGuard(t *testing.T) {
 	defer g.Close()
 	api, mcpURL := fakeFS(t, func(op string, req map[string]string) (guard.Result, error) {
 		if op == "delete" {
-			return g.Delete(req["path"])
+			return g.Apply(context.Background(), guard.Change{Op: guard.OpDelete, Path: req["path"]}, nil)
 		}
 		if req["path"] == "" {
 			return guard.Result{}, fmt.Errorf("invalid_field: field path: missing")
 		}
-		res, err := g.Write(req["path"], []byte(req["content"]), req["mode"])
+		res, err := g.Apply(context.Background(), guard.Change{Op: guard.OpWrite, Path: req["path"], Content: []byte(req["content"]), Mode: req["mode"]}, nil)
 		if ref := (*guard.Refusal)(nil); errors.As(err, &ref) && ref.Reason == guard.ReasonApproval {
 			// What fs answers for an ask path when it has no operator key (guard.Apply).
 			err = &guard.Refusal{Reason: guard.ReasonUnavailable, Message: "no approval gate"}

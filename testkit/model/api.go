@@ -303,7 +303,7 @@ func (b block) json() map[string]any {
 // stream sends the reply as the real API's event sequence (message_start, content_block_start,
 // ping, content_block_delta..., content_block_stop, message_delta, message_stop), one word per
 // text delta and a flush after every event. The usage in message_delta is cumulative, as the
-// real API's is (DESIGN.md §10). With fail set, an error event follows the first ping.
+// real API's is (docs/pitfalls.md). With fail set, an error event follows the first ping.
 func stream(w http.ResponseWriter, start map[string]any, rep reply, in int64, fail *apiError) int {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

@@ -148,7 +148,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	apiLn, recLn := lns[0], lns[1]
 	rec, errLog := &recorder{entries: []*entry{}, maxEntries: 256, maxLen: 32 << 20}, slog.NewLogLogger(log.Handler(), slog.LevelWarn)
-	// No WriteTimeout: it would cut long streams (DESIGN.md §10).
+	// No WriteTimeout: it would cut long streams (docs/pitfalls.md).
 	apiSrv := &http.Server{Handler: &api{keyHash: cfg.keyHash, rec: rec, log: log}, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: errLog, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cfg.cert}, MinVersion: tls.VersionTLS12}}
 	recSrv := &http.Server{Handler: rec.handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog}

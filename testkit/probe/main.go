@@ -1,5 +1,5 @@
-// Command sharness-probe tries every side door of the agent container from inside it (DESIGN.md
-// §11: the side-door suite) and prints one JSON line per attempt, {"door", "expected", "got",
+// Command sharness-probe tries every side door of the agent container from inside it (the
+// side-door suite, docs/architecture.md, "The wall") and prints one JSON line per attempt, {"door", "expected", "got",
 // "ok", "reason"}, then {"summary": {"passed", "failed"}}. A door is ok only when the attempt
 // failed for the expected reason: a success, or a failure of another kind, fails it. The
 // allowed paths (curl and git over HTTPS through net) must succeed.

@@ -49,7 +49,7 @@ func proxyDoors(cfg config) []door {
 }
 
 // sni opens an allowed tunnel, then starts TLS for another server name (or none): net must
-// close the tunnel before any handshake completes (domain fronting, DESIGN.md §10).
+// close the tunnel before any handshake completes (domain fronting, docs/pitfalls.md).
 func sni(name, serverName string, proxy *url.URL) door {
 	return door{Name: name, Expected: "tunnel closed", Why: "a TLS server name other than the CONNECT host",
 		Try: func(ctx context.Context) (string, string) {

@@ -1,4 +1,4 @@
-// Package sidedoor is the vocabulary of the side-door suite (DESIGN.md §11): an attempt to get
+// Package sidedoor is the vocabulary of the side-door suite (docs/architecture.md, "The wall"): an attempt to get
 // out of a container (Door) with the outcomes that count as refused for the right reason, the
 // JSON line it reports (Result, which the e2e suite decodes), how errors are named (Kind), and
 // the small clients attempts are made with: a dial, a DNS query, a request through an HTTP

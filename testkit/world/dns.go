@@ -21,7 +21,7 @@ const zoneTTL = 5
 type zone map[string]netip.Addr
 
 // newZone is the world's zone: the two test hosts at its own address, and three names that
-// resolve into special-purpose ranges, which net must refuse after resolving (DESIGN.md §6).
+// resolve into special-purpose ranges, which net must refuse after resolving (docs/pitfalls.md, "Addresses and names").
 func newZone(self netip.Addr) zone {
 	return zone{
 		"allowed.sharness.test":  self,

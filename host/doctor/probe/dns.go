@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/sharness-ai/sharness/host/doctor"
+	"github.com/sharness-ai/sharness/host/engine"
 )
 
 // Image is the image DNSLeak runs: the demo agent, whose busybox has nslookup.
@@ -43,22 +44,22 @@ func DNSLeak(ctx context.Context, env Env, image string) doctor.Live {
 	if err := selfTest(pc.LocalAddr().String(), "self-"+token+probeZone, seen); err != nil {
 		return doctor.Live{Ran: true, Err: err}
 	}
-	if _, err := env.Docker(ctx, "image", "inspect", "--format", "{{.Id}}", image); err != nil {
+	if _, err := env.Engine.ImageID(ctx, image); err != nil {
 		return doctor.Live{Skip: fmt.Sprintf("no image %s here (%v): build it with hack/build-images.sh", image, err)}
 	}
 	name := "sharness-doctor-" + token
-	if _, err := env.Docker(ctx, "network", "create", "--internal", "--label", "ai.sharness.doctor=1", name); err != nil {
+	if err := env.Engine.CreateNetwork(ctx, engine.Network{Name: name, Internal: true, Labels: []string{"ai.sharness.doctor=1"}}); err != nil {
 		return doctor.Live{Ran: true, Err: fmt.Errorf("create network %s: %w", name, err)}
 	}
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
-		env.Docker(ctx, "rm", "-f", name) // --rm removes it unless the run was interrupted
-		env.Docker(ctx, "network", "rm", name)
+		env.Engine.RemoveContainer(ctx, name) // --rm removes it unless the run was interrupted
+		env.Engine.RemoveNetwork(ctx, name)
 	}()
 	query := token + probeZone
-	_, err = env.Docker(ctx, "run", "--rm", "--name", name, "--pull", "never", "--network", name, "--dns", "127.0.0.1",
-		"--entrypoint", "/bin/busybox", image, "nslookup", query)
+	err = env.Engine.Run(ctx, engine.RunSpec{Name: name, Image: image, Network: name, DNS: "127.0.0.1",
+		Entrypoint: "/bin/busybox", Args: []string{"nslookup", query}})
 	// nslookup fails (nothing resolves the name): only whether its query left matters. Exit
 	// codes 125 and up are docker's own (the container did not run), or the run was killed.
 	var exit interface{ ExitCode() int }

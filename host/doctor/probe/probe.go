@@ -1,6 +1,7 @@
-// Package probe gathers the facts doctor decides on: it runs the docker CLI, reads /proc, /sys
-// and resolv.conf, tries the Landlock and memfd_secret syscalls, and with --live runs the DNS-leak
-// probe, which creates (and removes) a network and a container. The decisions are doctor's, pure.
+// Package probe gathers the facts doctor decides on: it asks the engine (host/engine), reads
+// /proc, /sys and resolv.conf, tries the Landlock and memfd_secret syscalls, reads the running
+// stack's kms bundle and launcher line, and with --live runs the DNS-leak probe, which creates
+// (and removes) a network and a container. The decisions are doctor's, pure.
 //
 // What it does not guarantee: the kernel facts are the machine's probe runs on, the engine's
 // only when the engine is local.
@@ -9,57 +10,41 @@ package probe
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/sharness-ai/sharness/host/doctor"
+	"github.com/sharness-ai/sharness/host/engine"
+	"github.com/sharness-ai/sharness/host/stack"
+	"github.com/sharness-ai/sharness/internal/seal"
 )
 
 // Env is how probe learns about the host. Host is the real one; tests pass fakes.
 type Env struct {
-	Docker      func(ctx context.Context, args ...string) ([]byte, error) // stdout; the error carries stderr
+	Engine      *engine.Docker
 	ReadFile    func(name string) ([]byte, error)
 	Landlock    func() (int, error) // the Landlock ABI version
 	MemfdSecret func() error        // try memfd_secret(2), close what it made
 	Listen      func(network, addr string) (net.PacketConn, error)
 }
 
-// Host gathers from this machine: the docker CLI, /proc and /sys, syscalls.
-func Host() Env {
-	return Env{Docker: docker, ReadFile: os.ReadFile, Landlock: landlockABI, MemfdSecret: memfdSecret, Listen: net.ListenPacket}
+// Host gathers from this machine: the engine d, /proc and /sys, syscalls.
+func Host(d *engine.Docker) Env {
+	return Env{Engine: d.Brief(callTimeout), ReadFile: os.ReadFile, Landlock: landlockABI, MemfdSecret: memfdSecret, Listen: net.ListenPacket}
 }
 
 // callTimeout bounds each docker call: an engine that hangs is reported, not waited on.
 const callTimeout = 30 * time.Second
 
-func docker(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "docker", args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		msg, _, _ := strings.Cut(strings.TrimSpace(stderr.String()), "\n")
-		return out, fmt.Errorf("docker %s: %w: %s", strings.Join(args, " "), err, msg)
-	}
-	return out, nil
-}
-
-// Gather collects the facts; with live it also runs DNSLeak. KMS is the caller's to fill: the
-// kms bundle comes through the CLI's compose plumbing.
+// Gather collects the facts of the host; with live it also runs DNSLeak. Facts.KMS and
+// Facts.Stack are about a compose project: the caller fills them with KMS and Stack.
 func Gather(ctx context.Context, env Env, live bool) doctor.Facts {
 	f := doctor.Facts{Files: map[string]string{}}
-	f.Engine = engine(ctx, env)
-	out, err := env.Docker(ctx, "compose", "version")
-	f.Compose = doctor.Compose{Output: strings.TrimSpace(string(out)), Err: err}
+	f.Engine = engineFacts(ctx, env)
+	out, err := env.Engine.ComposeVersion(ctx)
+	f.Compose = doctor.Compose{Output: out, Err: err}
 	for _, p := range doctor.Paths {
 		if b, err := env.ReadFile(p); err == nil {
 			f.Files[p] = string(b)
@@ -77,34 +62,68 @@ func Gather(ctx context.Context, env Env, live bool) doctor.Facts {
 	return f
 }
 
-func engine(ctx context.Context, env Env) doctor.Engine {
+func engineFacts(ctx context.Context, env Env) doctor.Engine {
 	var e doctor.Engine
-	var v struct{ Server *struct{ Version string } }
-	out, err := env.Docker(ctx, "version", "--format", "json")
-	// Without an engine, docker version prints the client's half and exits 1.
-	if jerr := json.Unmarshal(out, &v); jerr != nil || v.Server == nil || v.Server.Version == "" {
-		if e.Err = errors.Join(err, jerr); e.Err == nil {
-			e.Err = errors.New("docker version names no server")
-		}
+	if e.Version, e.Err = env.Engine.ServerVersion(ctx); e.Err != nil {
 		return e
 	}
-	e.Version = v.Server.Version
-	var info struct {
-		Runtimes        map[string]json.RawMessage
-		DefaultRuntime  string
-		SecurityOptions []string
-	}
-	if out, err = env.Docker(ctx, "info", "--format", "json"); err == nil {
-		err = json.Unmarshal(out, &info)
-	}
+	info, err := env.Engine.Info(ctx)
 	if err != nil {
 		e.InfoErr = err
 		return e
 	}
-	for name := range info.Runtimes {
-		e.Runtimes = append(e.Runtimes, name)
-	}
-	slices.Sort(e.Runtimes)
-	e.DefaultRuntime, e.SecurityOptions = info.DefaultRuntime, info.SecurityOptions
+	e.Runtimes, e.DefaultRuntime, e.SecurityOptions = info.Runtimes, info.DefaultRuntime, info.SecurityOptions
 	return e
+}
+
+// KMS reads the running kms's bundle from the logs of project p, as `kms bundle` does.
+func KMS(ctx context.Context, p stack.Project) doctor.KMS {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	k := doctor.KMS{Project: p.Name}
+	logs, err := p.KMSLogs(ctx)
+	switch {
+	case err != nil:
+		k.Err = fmt.Errorf("%w: %v", doctor.ErrNoStack, err)
+	case !bytes.Contains(logs, []byte(seal.BundleLogPrefix)):
+		k.Err = doctor.ErrNoStack
+	default:
+		k.Bundle, k.Err = stack.LastBundle(logs)
+	}
+	return k
+}
+
+// Stack reads the policy the running stack of project attests: its launcher's last "session
+// started" line (doctor.Stack says why that line). It asks the engine for the project's launcher
+// by compose's labels, not compose, which would need the project's files.
+func Stack(ctx context.Context, d *engine.Docker, project, supplied string) doctor.Stack {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s := doctor.Stack{Project: project, Supplied: supplied}
+	cs, err := d.ContainersOf(ctx, project, stack.Launcher)
+	if err != nil {
+		s.Err = fmt.Errorf("%w: %v", doctor.ErrNoStack, err)
+		return s
+	}
+	var id, state string
+	for _, c := range cs {
+		if id == "" || c.State == "running" && state != "running" {
+			id, state = c.ID, c.State // the running one, if any
+		}
+	}
+	switch {
+	case id == "":
+		s.Err = doctor.ErrNoStack
+		return s
+	case state != "running":
+		s.Err = fmt.Errorf("%w: its launcher is %s", doctor.ErrNoStack, state)
+		return s
+	}
+	var logs bytes.Buffer // the launcher logs to stderr, which docker logs replays on stderr
+	if err := d.ContainerLogs(ctx, id, &logs); err != nil {
+		s.Err = err
+		return s
+	}
+	s.Session, s.Err = doctor.ParseSession(logs.Bytes())
+	return s
 }

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/sharness-ai/sharness/host/doctor"
+	"github.com/sharness-ai/sharness/host/engine"
 )
 
 // What Engine 20.10 and compose v2.40.3 print on the machines we build on (trimmed).
@@ -41,17 +42,20 @@ type fakeEnv struct {
 
 func (f *fakeEnv) env() Env {
 	return Env{
-		Docker: func(_ context.Context, args ...string) ([]byte, error) {
+		Engine: engine.With(func(_ context.Context, c engine.Command) error {
+			args := c.Args
 			f.mu.Lock()
 			f.calls = append(f.calls, strings.Join(args, " "))
 			f.mu.Unlock()
 			for prefix, answer := range f.answers {
 				if strings.HasPrefix(strings.Join(args, " "), prefix) {
-					return answer(args)
+					out, err := answer(args)
+					c.Stdout.Write(out)
+					return err
 				}
 			}
-			return nil, nil
-		},
+			return nil
+		}),
 		ReadFile: func(name string) ([]byte, error) {
 			if s, ok := f.files[name]; ok {
 				return []byte(s), nil

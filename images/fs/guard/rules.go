@@ -39,14 +39,17 @@ import (
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 )
 
-// Reason is a refusal's stable code: the agent sees it, the e2e suite matches it.
+// Reason is a refusal's stable code: the agent sees it, the e2e suite matches it. How fs answers
+// each is in its table (refusals.go).
 type Reason string
 
 const (
+	ReasonBadJSON       Reason = "invalid_json"      // a body that is not one strict JSON object (images/fs decodes)
+	ReasonBadField      Reason = "invalid_field"     // a field missing, unknown, or of the wrong type
 	ReasonBadPath       Reason = "bad_path"          // not a clean relative path (.., absolute, NUL, empty component, ...)
 	ReasonNotProtected  Reason = "not_protected"     // the agent may write it directly
 	ReasonProtectedRoot Reason = "protected_root"    // delete, rename or replace a protected path itself
-	ReasonApproval      Reason = "approval_required" // business.fs.ask, and nobody was asked (Write, Delete, Rename; Apply asks)
+	ReasonApproval      Reason = "approval_required" // business.fs.ask, and nobody was asked (Apply without an Approver)
 	ReasonTooLarge      Reason = "too_large"         // above business.fs.max_file_size
 	ReasonMode          Reason = "mode"              // a mode fs will not set
 	ReasonSecret        Reason = "secret"            // the secret filter found one
@@ -236,18 +239,10 @@ type Scanner interface {
 
 var octalMode = regexp.MustCompile(`^0?[0-7]{3}$`)
 
-// CheckWrite decides a write of content to p with mode, an octal string ("0644") or "" to keep
-// the existing file's mode (0644 for a new file). It returns the mode asked for, 0 when none.
-// The ask rule comes last: approval_required means that every other rule passed.
-func (r *Rules) CheckWrite(p string, content []byte, mode string, s Scanner) (Target, uint32, *Refusal) {
-	t, perm, ref := r.checkWrite(p, content, mode, s)
-	if ref == nil && t.ask {
-		return Target{}, 0, approval(t.Path)
-	}
-	return t, perm, ref
-}
-
-// checkWrite is CheckWrite without the ask rule.
+// checkWrite decides a write of content to p with mode, an octal string ("0644") or "" to keep
+// the existing file's mode (0644 for a new file). It returns the mode asked for, 0 when none. It
+// leaves the ask rule to the caller (write, granted), which comes last: approval_required means
+// that every other rule passed.
 func (r *Rules) checkWrite(p string, content []byte, mode string, s Scanner) (Target, uint32, *Refusal) {
 	t, ref := r.Resolve(p)
 	switch {
@@ -304,18 +299,9 @@ func (r *Rules) Mode(asked uint32, existing uint32, exists bool) (mode uint32, s
 	return mode, false
 }
 
-// CheckDelete decides a delete of p: an entry inside a protected folder, never a protected path
-// itself nor a folder holding one (they are mount points in the agent's container), nor, without
-// approval, an ask path or a folder holding one.
-func (r *Rules) CheckDelete(p string) (Target, *Refusal) {
-	t, ref := r.checkDelete(p)
-	if ref == nil && t.ask {
-		return Target{}, approval(t.Path)
-	}
-	return t, ref
-}
-
-// checkDelete is CheckDelete without the ask rule.
+// checkDelete decides a delete of p: an entry inside a protected folder, never a protected path
+// itself nor a folder holding one (they are mount points in the agent's container). It leaves
+// the ask rule, on an ask path or a folder holding one, to the caller (remove, granted).
 func (r *Rules) checkDelete(p string) (Target, *Refusal) {
 	t, ref := r.Resolve(p)
 	switch {
@@ -329,18 +315,9 @@ func (r *Rules) checkDelete(p string) (Target, *Refusal) {
 	return t, nil
 }
 
-// CheckRename decides a rename of from to to: both must be deletable (CheckDelete), and to must
-// not be from or inside it. The content rules are for the caller, which reads the file. The ask
-// rule, on either path, comes last.
-func (r *Rules) CheckRename(from, to string) (Target, Target, *Refusal) {
-	f, t, ref := r.checkRename(from, to)
-	if ask := askPath(f, t); ref == nil && ask != "" {
-		return Target{}, Target{}, approval(ask)
-	}
-	return f, t, ref
-}
-
-// checkRename is CheckRename without the ask rule.
+// checkRename decides a rename of from to to: both must be deletable (checkDelete), and to must
+// not be from or inside it. The content rules are for the caller, which reads the file; so is
+// the ask rule, on either path (rename, askPath), which comes last.
 func (r *Rules) checkRename(from, to string) (Target, Target, *Refusal) {
 	f, ref := r.checkDelete(from)
 	if ref != nil {

@@ -107,6 +107,16 @@ func reason(ref *Refusal) Reason {
 	return ref.Reason
 }
 
+// verdict is the refusal of a change by the rules as write, remove and rename make it with
+// nothing approved: the rules' own, else approval_required for a change to an ask path (granted).
+func verdict(ref *Refusal, ts ...Target) *Refusal {
+	if ask := askPath(ts...); ref == nil && ask != "" {
+		return granted(ask, nil, nil)
+	}
+	return ref
+}
+
+// TestCheckWrite: the rules of a write (checkWrite, then the ask rule).
 func TestCheckWrite(t *testing.T) {
 	r, f := testRules(t), testFilter(t)
 	key := pemKey(t)
@@ -140,9 +150,9 @@ func TestCheckWrite(t *testing.T) {
 		{"size before ask", ".git/hooks/big", strings.Repeat("a", 1025), "", ReasonTooLarge, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, perm, ref := r.CheckWrite(c.path, []byte(c.content), c.mode, f)
-			if reason(ref) != c.want {
-				t.Fatalf("CheckWrite(%q) = %v, want reason %q", c.path, ref, c.want)
+			tg, perm, ref := r.checkWrite(c.path, []byte(c.content), c.mode, f)
+			if ref = verdict(ref, tg); reason(ref) != c.want {
+				t.Fatalf("checkWrite(%q) = %v, want reason %q", c.path, ref, c.want)
 			}
 			if ref == nil && perm != c.perm {
 				t.Errorf("perm = %o, want %o", perm, c.perm)
@@ -188,6 +198,7 @@ func TestMode(t *testing.T) {
 	}
 }
 
+// TestCheckDelete: the rules of a delete (checkDelete, then the ask rule).
 func TestCheckDelete(t *testing.T) {
 	r := testRules(t)
 	for _, c := range []struct {
@@ -206,13 +217,14 @@ func TestCheckDelete(t *testing.T) {
 		{"bad", "..", ReasonBadPath},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, ref := r.CheckDelete(c.path); reason(ref) != c.want {
-				t.Errorf("CheckDelete(%q) = %v, want reason %q", c.path, ref, c.want)
+			if tg, ref := r.checkDelete(c.path); reason(verdict(ref, tg)) != c.want {
+				t.Errorf("checkDelete(%q) = %v, want reason %q", c.path, verdict(ref, tg), c.want)
 			}
 		})
 	}
 }
 
+// TestCheckRename: the rules of a rename (checkRename, then the ask rule on either path).
 func TestCheckRename(t *testing.T) {
 	r, err := Compile(Policy{Protected: []string{".claude/", ".claude/pinned.md", ".vscode/", ".envrc"}, Ask: []string{".claude/agents/deploy.md"}})
 	if err != nil {
@@ -240,8 +252,8 @@ func TestCheckRename(t *testing.T) {
 		{"dot dot", ".claude/a", ".claude/../a", ReasonBadPath},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, _, ref := r.CheckRename(c.from, c.to); reason(ref) != c.want {
-				t.Errorf("CheckRename(%q, %q) = %v, want reason %q", c.from, c.to, ref, c.want)
+			if a, b, ref := r.checkRename(c.from, c.to); reason(verdict(ref, a, b)) != c.want {
+				t.Errorf("checkRename(%q, %q) = %v, want reason %q", c.from, c.to, verdict(ref, a, b), c.want)
 			}
 		})
 	}

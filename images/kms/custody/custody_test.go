@@ -28,6 +28,7 @@ import (
 	"github.com/sharness-ai/sharness/internal/kms"
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
 	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
@@ -154,7 +155,7 @@ func TestUnwrapRoundTrip(t *testing.T) {
 func TestRefusals(t *testing.T) {
 	_, trusted, _ := ed25519.GenerateKey(rand.Reader)
 	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
-	trustedPins := []string{pbp.PinString(trusted.Public().(ed25519.PublicKey))}
+	trustedPins := []string{keys.Pin(trusted.Public().(ed25519.PublicKey))}
 	hour := time.Now().Add(time.Hour)
 	cases := []struct {
 		name   string

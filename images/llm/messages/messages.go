@@ -11,6 +11,7 @@
 package messages
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,13 +145,41 @@ type Refusal struct {
 
 func (r *Refusal) Error() string { return r.Message }
 
-// refuse makes a Refusal; policy decisions are 403 permission_error, malformed requests 400.
+// refusals is llm's one table of refusals: each reason's HTTP status and Anthropic error type,
+// and the text the agent is told when the refusal site has nothing more specific to say. Policy
+// decisions are 403 permission_error and malformed requests 400, so that a client retries
+// neither; a missing key or an unreachable upstream is the 5xx a client may retry.
+var refusals = map[Reason]struct {
+	status    int
+	typ, text string
+}{
+	ReasonBadJSON:        {http.StatusBadRequest, "invalid_request_error", "the request body is not a JSON object"},
+	ReasonBadField:       {http.StatusBadRequest, "invalid_request_error", "a field of the request has the wrong type or shape"},
+	ReasonUnknownField:   {http.StatusForbidden, "permission_error", "a top-level field is not allowed by the policy (business.llm.extra_fields)"},
+	ReasonModel:          {http.StatusForbidden, "permission_error", "the model is not allowed by the policy (business.llm.models)"},
+	ReasonMaxTokens:      {http.StatusForbidden, "permission_error", "max_tokens is missing, not positive, or above the policy's cap (business.llm.max_tokens)"},
+	ReasonBeta:           {http.StatusForbidden, "permission_error", "an anthropic-beta value is not allowed by the policy (business.llm.betas)"},
+	ReasonServerTool:     {http.StatusForbidden, "permission_error", "a server-side tool type is not allowed by the policy (business.llm.server_tools)"},
+	ReasonToolsNotPinned: {http.StatusForbidden, "permission_error", "the tool list is not pinned by the policy (business.llm.tools)"},
+	ReasonMCPServer:      {http.StatusForbidden, "permission_error", "an MCP server URL is not allowed by the policy (business.llm.mcp_servers)"},
+	ReasonSecret:         {http.StatusForbidden, "permission_error", "the secret filter matched and on_secret is refuse, so nothing was sent"},
+	ReasonBudget:         {http.StatusForbidden, "permission_error", "the session token budget is spent (business.llm.session_token_budget); start a new session"},
+	ReasonTooLarge:       {http.StatusRequestEntityTooLarge, "request_too_large", "the request body is too large"},
+	ReasonNotFound:       {http.StatusNotFound, "not_found_error", "no such endpoint (llm serves POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models)"},
+	ReasonKey:            {http.StatusServiceUnavailable, "api_error", "the API key is unavailable"},
+	ReasonUpstream:       {http.StatusBadGateway, "api_error", "the model API could not be reached"},
+}
+
+// Refuse is the refusal for reason, with its status and type from the table. detail is what
+// the agent is told, after "llm: "; "" is the reason's own text.
+func Refuse(reason Reason, detail string) *Refusal {
+	r := refusals[reason]
+	return &Refusal{Reason: reason, Status: r.status, Type: r.typ, Message: "llm: " + cmp.Or(detail, r.text)}
+}
+
+// refuse is Refuse with a formatted detail.
 func refuse(reason Reason, format string, a ...any) *Refusal {
-	status, typ := http.StatusForbidden, "permission_error"
-	if reason == ReasonBadJSON || reason == ReasonBadField {
-		status, typ = http.StatusBadRequest, "invalid_request_error"
-	}
-	return &Refusal{Reason: reason, Status: status, Type: typ, Message: "llm: " + fmt.Sprintf(format, a...)}
+	return Refuse(reason, fmt.Sprintf(format, a...))
 }
 
 // ErrorBody is the Anthropic error JSON for an error type and message: the shape every client

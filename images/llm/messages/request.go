@@ -56,7 +56,7 @@ func (r *Request) Body() ([]byte, error) {
 }
 
 // Parse reads a request body strictly: one JSON object, no duplicate or case-variant keys at any
-// depth (encoding/json v1 would take {"model":"a","MODEL":"b"} as "b"; DESIGN.md §10), no
+// depth (encoding/json v1 would take {"model":"a","MODEL":"b"} as "b": docs/pitfalls.md), no
 // nesting beyond MaxDepth, and well-typed values for the fields llm checks.
 func Parse(body []byte) (*Request, *Refusal) {
 	if err := strictjson.Check(body, MaxDepth); err != nil {
@@ -64,7 +64,7 @@ func Parse(body []byte) (*Request, *Refusal) {
 	}
 	ms, err := members(body) // the fast reader: a large body is read once here, not twice
 	if err != nil {
-		return nil, refuse(ReasonBadJSON, "the request body is not a JSON object")
+		return nil, Refuse(ReasonBadJSON, "")
 	}
 	r := &Request{body: body, fields: make(map[string]json.RawMessage, len(ms))}
 	for _, m := range ms {
@@ -126,7 +126,7 @@ func Check(rules *Rules, r *Request, ep Endpoint, betas []string) *Refusal {
 
 // CheckBetas refuses an anthropic-beta value the policy does not list. betas are the header's
 // lines as sent, each a comma-separated list. Betas switch on provider features (some make the
-// provider fetch URLs: DESIGN.md §10), on every endpoint.
+// provider fetch URLs: docs/pitfalls.md), on every endpoint.
 func CheckBetas(rules *Rules, betas []string) *Refusal {
 	for _, line := range betas {
 		for b := range strings.SplitSeq(line, ",") {
@@ -164,7 +164,7 @@ func checkTools(rules *Rules, tools []map[string]json.RawMessage) *Refusal {
 }
 
 // checkMCP refuses any MCP server URL the policy does not list: the provider, not the agent,
-// connects to it (DESIGN.md §10).
+// connects to it, for whoever sent the request (docs/pitfalls.md).
 func checkMCP(rules *Rules, raw json.RawMessage) *Refusal {
 	if raw == nil {
 		return nil

@@ -31,7 +31,7 @@ type usageJSON struct {
 	Output        *int64 `json:"output_tokens"`
 }
 
-// merge takes every count u reports. The counts of message_delta are cumulative (DESIGN.md §10):
+// merge takes every count u reports. The counts of message_delta are cumulative (docs/pitfalls.md):
 // the last value is the total, and summing would count tokens twice.
 func (u *Usage) merge(j *usageJSON) {
 	if j == nil {

@@ -100,7 +100,7 @@ func hashTools(client []map[string]json.RawMessage) (string, error) {
 
 // exactNumbers refuses a number that JCS would round (it encodes numbers as IEEE doubles):
 // otherwise {"maxItems": 9007199254740993} and {"maxItems": 9007199254740992} would hash the
-// same, and a pin would cover a tool list it was not made for (DESIGN.md §10).
+// same, and a pin would cover a tool list it was not made for.
 func exactNumbers(t map[string]json.RawMessage) error {
 	for _, raw := range t {
 		dec := json.NewDecoder(bytes.NewReader(raw))

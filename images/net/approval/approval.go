@@ -94,5 +94,5 @@ func (a *Asker) Decide(caller string, host egress.Host, port uint16) egress.Deci
 }
 
 func refusal(host egress.Host, port uint16, r gate.Reason) egress.Decision {
-	return egress.Decision{Rule: string(r), Reason: fmt.Sprintf("%s on port %d needs the operator's approval: %s", host, port, r.Text())}
+	return egress.Deny(string(r), fmt.Sprintf("%s on port %d needs the operator's approval: %s", host, port, r.Text()))
 }

@@ -3,7 +3,8 @@
 // literals in every spelling, classifies resolved addresses against the IANA special-purpose
 // registries, and decides per caller whether a host and port are allowed, refused, or to be
 // put to the operator (an "ask" host: Decision.Ask, ConnectRequest; the proxy asks through its
-// approval gate and then makes every other check as for an allowed host).
+// approval gate and then makes every other check as for an allowed host). It names every refusal
+// net makes, with the status and text net answers it with (Deny, Status).
 //
 // It does no I/O. What it does not guarantee: that a name resolves to an address that is safe
 // to dial (the proxy must resolve, check every address with Pick on every request, and dial

@@ -13,7 +13,7 @@ type preset struct {
 
 // presets are off unless a caller's rule names them. Each includes the hosts the ecosystem's
 // client is redirected to, because net never follows a redirect: the client does, and its next
-// request must be allowed on its own (DESIGN.md §6).
+// request must be allowed on its own (docs/pitfalls.md).
 //
 // Every preset is a channel for data as wide as the service's write APIs: net sees only host
 // and port inside a TLS tunnel, so an agent holding an attacker-supplied token can write to

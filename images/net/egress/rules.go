@@ -12,7 +12,8 @@ import (
 )
 
 // Rule names of Decide's refusals. Special-range refusals are "special-range:<name>" with the
-// name Special returns; host refusals use the Rule* constants of host.go.
+// name Special returns; host refusals use the Rule* constants of host.go, and the proxy's own
+// those of refusals.go, whose table says how net answers each.
 const (
 	RuleNoRules        = "no-rules"
 	RuleDenyHost       = "deny-host"
@@ -38,7 +39,7 @@ type Decision struct {
 }
 
 func deny(rule, format string, args ...any) Decision {
-	return Decision{Rule: rule, Reason: fmt.Sprintf(format, args...)}
+	return Deny(rule, fmt.Sprintf(format, args...))
 }
 
 // Refused turns a NormalizeHost or ParseAuthority error into a denial naming its rule.
@@ -46,7 +47,7 @@ func Refused(err error) Decision {
 	if e, ok := err.(*HostError); ok {
 		return Decision{Rule: e.Rule, Reason: e.Msg}
 	}
-	return Decision{Rule: RuleInvalidHost, Reason: "the host could not be parsed"}
+	return Deny(RuleInvalidHost, "")
 }
 
 // RefuseSpecial is the denial for an address in a special-purpose block named name.
@@ -197,7 +198,7 @@ func (r *Rules) HasAsk() bool {
 func Decide(r *Rules, caller string, host Host, port uint16) Decision {
 	switch {
 	case r == nil:
-		return deny(RuleNoRules, "net has no rules, so every destination is refused")
+		return Deny(RuleNoRules, "")
 	case host.IsZero():
 		return deny(RuleInvalidHost, "no valid host name was given")
 	case port == 0:

@@ -15,7 +15,7 @@ import "net/netip"
 // 192.31.196.0/24, 192.52.193.0/24, 192.175.48.0/24, 2001:1::1/128, 2001:1::2/128,
 // 2001:3::/32, 2001:4:112::/48, 2001:20::/28, 2620:4f:8000::/48): anycast and AS112 services
 // an egress proxy has no reason to reach, so they are refused too. Go's IsGlobalUnicast is not
-// used: it calls 0.1.2.3, 240.0.0.1, 198.18.0.1 and 192.0.0.8 global (DESIGN.md §10).
+// used: it calls 0.1.2.3, 240.0.0.1, 198.18.0.1 and 192.0.0.8 global (docs/pitfalls.md).
 var specials = []struct {
 	prefix netip.Prefix
 	name   string

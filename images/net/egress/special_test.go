@@ -10,7 +10,7 @@ func TestSpecial(t *testing.T) {
 		addr, want string // want "" means dialable
 		goGlobal   bool   // Go's IsGlobalUnicast says true: the pitfall this row guards
 	}{
-		// DESIGN.md §10: Go calls these global unicast.
+		// docs/pitfalls.md: Go calls these global unicast.
 		{"0.1.2.3", "this-network", true},
 		{"240.0.0.1", "reserved", true},
 		{"198.18.0.1", "benchmarking", true},

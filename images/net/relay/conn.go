@@ -74,32 +74,37 @@ var readers sync.Pool
 // ReadRequest reads one request head of at most max bytes from br (whose buffer must hold max
 // bytes) and parses it. The raw head is checked before Go parses it, because Go's parser
 // resolves a Content-Length + Transfer-Encoding conflict silently, and RFC 9112 §6.1 lets an
-// intermediary refuse it (request smuggling). A refusal comes with its HTTP status; the
-// caller sets the read deadline that makes a slow head time out.
+// intermediary refuse it (request smuggling). A refusal comes with its HTTP status
+// (egress.Status); the caller sets the read deadline that makes a slow head time out.
 func ReadRequest(br *bufio.Reader, max int) (*http.Request, int, egress.Decision) {
 	for {
 		buf, _ := br.Peek(br.Buffered())
 		if end := headEnd(buf); end >= 0 {
 			if hasField(buf[:end], "content-length") && hasField(buf[:end], "transfer-encoding") {
-				return nil, http.StatusBadRequest, egress.Decision{Rule: "cl-te-conflict", Reason: "a request with both Content-Length and Transfer-Encoding is refused"}
+				return refuse(egress.RuleCLTEConflict, "")
 			}
 			break
 		}
 		if br.Buffered() >= max {
-			return nil, http.StatusRequestHeaderFieldsTooLarge, egress.Decision{Rule: "header-too-large", Reason: fmt.Sprintf("the request head is over %d bytes", max)}
+			return refuse(egress.RuleHeaderTooBig, fmt.Sprintf("the request head is over %d bytes", max))
 		}
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
 			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				return nil, http.StatusRequestTimeout, egress.Decision{Rule: "header-timeout", Reason: "the request head did not arrive in time"}
+				return refuse(egress.RuleHeaderTimeout, "")
 			}
-			return nil, http.StatusBadRequest, egress.Decision{Rule: "malformed-request", Reason: "the connection ended inside a request head"}
+			return refuse(egress.RuleMalformed, "the connection ended inside a request head")
 		}
 	}
 	req, err := http.ReadRequest(br)
 	if err != nil {
-		return nil, http.StatusBadRequest, egress.Decision{Rule: "malformed-request", Reason: "the request could not be parsed as HTTP/1.1"}
+		return refuse(egress.RuleMalformed, "")
 	}
 	return req, 0, egress.Decision{}
+}
+
+// refuse is ReadRequest's refusal naming rule, with its status (egress.Status).
+func refuse(rule, reason string) (*http.Request, int, egress.Decision) {
+	return nil, egress.Status(rule), egress.Deny(rule, reason)
 }
 
 // headEnd returns the length of the head in b through its empty line (CRLF or bare LF, as

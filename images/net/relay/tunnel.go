@@ -27,9 +27,9 @@ const maxHello = 70 << 10
 
 // Tunnel runs a CONNECT tunnel to host over up, which is already connected: it answers 200 on
 // c, reads the caller's ClientHello, and replays it to up and splices only if its server name
-// is host (no domain fronting, DESIGN.md §10). It returns the bytes from the caller and to
-// the caller, and the refusal ("sni-missing", "sni-mismatch") when it refused; a tunnel that
-// either side ended early is not a refusal.
+// is host (no domain fronting: docs/pitfalls.md). It returns the bytes from the caller and to
+// the caller, and the refusal (egress.RuleSNIMissing, RuleSNIMismatch) when it refused; a tunnel
+// that either side ended early is not a refusal.
 func Tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host egress.Host, lim Limits, stop <-chan struct{}) (out, in int64, refusal *egress.Decision) {
 	c.SetWriteDeadline(time.Now().Add(lim.Header))
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
@@ -40,9 +40,9 @@ func Tunnel(c net.Conn, br *bufio.Reader, up net.Conn, host egress.Host, lim Lim
 	name, err := egress.NormalizeHost(sni)
 	switch {
 	case sni == "":
-		return int64(len(hello)), 0, &egress.Decision{Rule: "sni-missing", Reason: "the tunnel did not start with a TLS ClientHello naming the host"}
+		return int64(len(hello)), 0, new(egress.Deny(egress.RuleSNIMissing, ""))
 	case err != nil || name != host:
-		return int64(len(hello)), 0, &egress.Decision{Rule: "sni-mismatch", Reason: fmt.Sprintf("the TLS server name differs from the CONNECT host %s (domain fronting)", host)}
+		return int64(len(hello)), 0, new(egress.Deny(egress.RuleSNIMismatch, fmt.Sprintf("the TLS server name differs from the CONNECT host %s (domain fronting)", host)))
 	}
 	if _, err := up.Write(hello); err != nil {
 		return int64(len(hello)), 0, nil

@@ -1,5 +1,5 @@
 // Package resolve is net's name resolution: Go's own resolver (never cgo, which reads 127.1 as
-// an address: DESIGN.md §10), with each name's answer kept for its DNS time to live, clamped,
+// an address: docs/pitfalls.md), with each name's answer kept for its DNS time to live, clamped,
 // so that a proxy that checks every request does not also ask the resolver for every request.
 //
 // It checks nothing: every address it returns, cached or fresh, must still be checked by the
@@ -149,13 +149,6 @@ func (e *entry) done() bool {
 	default:
 		return false
 	}
-}
-
-// Len is how many names are kept.
-func (c *Cache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.names)
 }
 
 // goLookup is Go's resolver with the TTL of the answers it accepted (ttl.go).

@@ -1,0 +1,425 @@
+package shim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/host/shim/runc"
+	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/policies/landlock"
+)
+
+// fakeHost is the machine as a map; every access is recorded so that pass-through cases can
+// show the shim read nothing.
+type fakeHost struct {
+	files   map[string]string
+	bundles map[string]string // container id → bundle
+	stdin   string
+	strict  bool
+	reads   []string
+	// oldKernel: a kernel whose Landlock ABI (5) is below the enforced domain's; noHelper: the
+	// Landlock helper is not installed.
+	oldKernel, noHelper bool
+	hashes              map[string]string // path in the root → "sha256:…"
+}
+
+func (h *fakeHost) HashInRoot(root, path string) (string, error) {
+	h.reads = append(h.reads, "hash "+filepath.Join(root, path))
+	if s, ok := h.hashes[path]; ok {
+		return s, nil
+	}
+	return "", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+}
+
+func (h *fakeHost) LandlockABI() int {
+	if h.oldKernel {
+		return 5
+	}
+	return 7
+}
+
+func (h *fakeHost) ReadFile(path string) ([]byte, error) {
+	h.reads = append(h.reads, path)
+	if s, ok := h.files[path]; ok {
+		return []byte(s), nil
+	}
+	return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+}
+
+func (h *fakeHost) ReadStdin() ([]byte, error) {
+	h.reads = append(h.reads, "stdin")
+	return []byte(h.stdin), nil
+}
+
+func (h *fakeHost) Exists(path string) (bool, error) {
+	h.reads = append(h.reads, path)
+	return h.strict && path == strictFile || !h.noHelper && path == DefaultHelper, nil
+}
+
+func (h *fakeHost) Bundle(root, id string) (string, error) {
+	h.reads = append(h.reads, "state "+id)
+	if b, ok := h.bundles[id]; ok {
+		return b, nil
+	}
+	return "", errors.New("container " + id + " does not exist")
+}
+
+const policyRoot = "/policies"
+
+func getenv(name string) string {
+	if name == EnvPolicies {
+		return policyRoot
+	}
+	return ""
+}
+
+// fixture is the compiled agent policy in compiled/, and its marker.
+func fixture(tb testing.TB) (spec *specs.Spec, raw, component, policy string) {
+	tb.Helper()
+	data, err := os.ReadFile("../../compiled/agent/config.json")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, err := LoadSpec(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	component, policy, marked := Identify(s)
+	if !marked || component == "" || policy == "" {
+		tb.Fatalf("compiled/agent/config.json: marker %q %q %v", component, policy, marked)
+	}
+	return s, string(data), component, policy
+}
+
+func encode(tb testing.TB, v any) string {
+	tb.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
+}
+
+// fixtureFiles: /ok and the cwd hold the policy itself, /wide adds CAP_NET_ADMIN, /plain is
+// unmarked, /nopolicy names a policy that is not installed; /bundle is the running container's.
+func fixtureFiles(tb testing.TB) map[string]string {
+	s, raw, component, policy := fixture(tb)
+	var wide, plain, nopolicy specs.Spec
+	for _, dst := range []*specs.Spec{&wide, &plain, &nopolicy} {
+		if err := json.Unmarshal([]byte(raw), dst); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	wide.Process.Capabilities.Bounding = append(wide.Process.Capabilities.Bounding, "CAP_NET_ADMIN")
+	plain.Annotations = nil
+	plain.Process.Env = []string{"PATH=/bin"}
+	nopolicy.Annotations = nil
+	nopolicy.Process.Env = []string{EnvComponent + "=agent", EnvPolicy + "=sha256:" + strings.Repeat("0", 64)}
+	widerProc := *s.Process
+	widerProc.Capabilities = &specs.LinuxCapabilities{Bounding: []string{"CAP_SYS_ADMIN"}, Effective: []string{"CAP_SYS_ADMIN"}}
+	return map[string]string{
+		PolicyPath(policyRoot, policy, component): raw,
+		"/ok/config.json":                         raw,
+		"config.json":                             raw,
+		"/bundle/config.json":                     raw,
+		"/wide/config.json":                       encode(tb, &wide),
+		"/plain/config.json":                      encode(tb, &plain),
+		"/nopolicy/config.json":                   encode(tb, &nopolicy),
+		"/proc-ok.json":                           encode(tb, s.Process),
+		"/proc-wide.json":                         encode(tb, &widerProc),
+		"/res-ok.json":                            encode(tb, s.Linux.Resources),
+		"/res-wide.json":                          `{"pids":{"limit":-1}}`,
+	}
+}
+
+func TestDecide(t *testing.T) {
+	files := fixtureFiles(t)
+	tests := []struct {
+		name      string
+		args      []string
+		strict    bool
+		stdin     string
+		wantField string // "" when allowed
+		wantMsg   string
+		wantStdin bool
+	}{
+		{name: "create --bundle", args: []string{"create", "--bundle", "/ok", "abc"}},
+		{name: "create -b", args: []string{"create", "-b", "/ok", "abc"}},
+		{name: "create --bundle=", args: append(append([]string{}, containerdGlobals...), "create", "--bundle=/ok", "abc")},
+		{name: "run -b=", args: []string{"run", "-b=/ok", "-d", "abc"}},
+		{name: "create in the cwd", args: []string{"create", "abc"}},
+		{name: "restore is a create", args: []string{"restore", "--image-path", "/i", "-b", "/wide", "abc"},
+			wantField: "process.capabilities", wantMsg: "CAP_NET_ADMIN"},
+		{name: "restore of a confined container", args: []string{"restore", "--image-path", "/i", "-b", "/ok", "abc"},
+			wantField: "restore", wantMsg: "lose its Landlock domain"},
+		{name: "widened create", args: []string{"create", "--bundle", "/wide", "abc"},
+			wantField: "process.capabilities", wantMsg: "sharness-runtime: refused agent: process.capabilities"},
+		{name: "unmarked passes", args: []string{"create", "-b", "/plain", "abc"}},
+		{name: "unmarked in strict mode", args: []string{"create", "-b", "/plain", "abc"}, strict: true,
+			wantField: "marker", wantMsg: "refused container abc: marker"},
+		{name: "marked without a compiled policy", args: []string{"create", "-b", "/nopolicy", "abc"},
+			wantField: "policy", wantMsg: "refused agent: policy"},
+		{name: "missing bundle", args: []string{"create", "-b", "/nowhere", "abc"}, wantField: "config.json"},
+		{name: "unknown flag", args: []string{"create", "--privileged", "abc"}, wantField: "argv"},
+		{name: "exec -p", args: []string{"exec", "-p", "/proc-ok.json", "-d", "abc"}},
+		{name: "exec -p widened", args: []string{"exec", "-p", "/proc-wide.json", "abc"},
+			wantField: "process.capabilities", wantMsg: "CAP_SYS_ADMIN"},
+		{name: "exec on the command line", args: []string{"exec", "-t", "--env", "A=b", "--cwd", "/tmp", "abc", "sh"},
+			wantField: "exec", wantMsg: "want --process"},
+		{name: "exec --cap", args: []string{"exec", "--cap", "CAP_NET_RAW", "abc", "sh"},
+			wantField: "process.capabilities", wantMsg: "CAP_NET_RAW"},
+		{name: "exec --user 0", args: []string{"exec", "-u", "0:0", "abc", "sh"}, wantField: "process.user"},
+		{name: "exec --no-new-privs=false", args: []string{"exec", "--no-new-privs=false", "abc", "sh"},
+			wantField: "process.noNewPrivileges"},
+		{name: "exec bad user", args: []string{"exec", "-u", "root", "abc", "sh"}, wantField: "process"},
+		{name: "exec unknown container", args: []string{"exec", "-p", "/proc-ok.json", "nope"}, wantField: "bundle"},
+		{name: "exec id that is a flag", args: []string{"exec", "--", "-x"}, wantField: "container id"},
+		{name: "update -r file", args: []string{"update", "-r", "/res-ok.json", "abc"}},
+		{name: "update -r file widened", args: []string{"update", "-r", "/res-wide.json", "abc"},
+			wantField: "linux.resources.pids"},
+		{name: "update -r -", args: []string{"update", "-r", "-", "abc"}, stdin: files["/res-ok.json"], wantStdin: true},
+		{name: "update -r - widened", args: []string{"update", "--resources=-", "abc"},
+			stdin: `{"memory":{"limit":-1}}`, wantField: "linux.resources.memory"},
+		{name: "update -r - duplicate key", args: []string{"update", "-r", "-", "abc"},
+			stdin: `{"pids":{"limit":1,"Limit":-1}}`, wantField: "linux.resources"},
+		{name: "update --pids-limit", args: []string{"update", "--pids-limit", "100000", "abc"},
+			wantField: "linux.resources.pids"},
+		{name: "update --memory", args: []string{"update", "--memory", "-1", "abc"}, wantField: "linux.resources.memory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &fakeHost{files: files, bundles: map[string]string{"abc": "/bundle"}, strict: tt.strict, stdin: tt.stdin}
+			act, r := decide(tt.args, getenv, h)
+			if tt.wantField == "" {
+				if r != nil {
+					t.Fatalf("decide(%q) refused: %s", tt.args, r.Error())
+				}
+			} else {
+				if r == nil {
+					t.Fatalf("decide(%q) allowed, want a refusal of %s", tt.args, tt.wantField)
+				}
+				if !strings.HasPrefix(r.first().Field, tt.wantField) || !strings.Contains(r.Error(), tt.wantMsg) {
+					t.Errorf("decide(%q) refused %q: %s; want field %s… and %q", tt.args, r.first().Field, r.Error(), tt.wantField, tt.wantMsg)
+				}
+			}
+			if act.PipeStdin != tt.wantStdin || (tt.wantStdin && string(act.Stdin) != tt.stdin) {
+				t.Errorf("decide(%q) action %+v, want stdin piped=%v", tt.args, act, tt.wantStdin)
+			}
+		})
+	}
+}
+
+// Commands that create nothing pass through without the shim reading anything.
+func TestDecidePassesThrough(t *testing.T) {
+	for _, args := range [][]string{
+		{"state", "abc"}, {"start", "abc"}, {"kill", "abc", "9"}, {"delete", "--force", "abc"},
+		{"features"}, {"--version"}, {"-v"}, {"--help"}, {}, {"events", "--stats", "abc"},
+		{"checkpoint", "--image-path", "/i", "abc"}, {"ps", "abc"}, {"pause", "abc"},
+		append(append([]string{}, containerdGlobals...), "delete", "abc"),
+	} {
+		h := &fakeHost{strict: true}
+		act, r := decide(args, getenv, h)
+		if r != nil || act.PipeStdin || len(h.reads) != 0 {
+			t.Errorf("decide(%q) = %+v, %v; read %q; want a plain pass-through", args, act, r, h.reads)
+		}
+	}
+}
+
+func TestMain(m *testing.M) {
+	switch filepath.Base(os.Args[0]) {
+	case fakeRuncName:
+		fakeRunc()
+	case shimName: // what cmd/sharness-runtime's main does
+		args := os.Args[1:]
+		if err := Run(context.Background(), args, os.Getenv, os.Stderr); err != nil {
+			os.Exit(runc.FailureStatus(args))
+		}
+		os.Exit(0)
+	}
+	os.Exit(runTests(m))
+}
+
+// A bundle the engine wrote with fewer masked paths than the policy (Docker 20.10 masks neither
+// /proc/interrupts nor /sys/devices/virtual/powercap) is allowed once the shim adds them back:
+// the action carries the narrowed spec, which the handover writes before runc reads it (runc's
+// TestWriteJSON).
+func TestDecideNarrowsMaskedPaths(t *testing.T) {
+	files := fixtureFiles(t)
+	var unmasked specs.Spec
+	if err := json.Unmarshal([]byte(files["/ok/config.json"]), &unmasked); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(unmasked.Linux.MaskedPaths)
+	if len(want) == 0 {
+		t.Fatal("the fixture policy masks nothing: nothing to test")
+	}
+	unmasked.Linux.MaskedPaths = want[:len(want)-1]
+	files["/unmasked/config.json"] = encode(t, &unmasked)
+	act, r := decide([]string{"create", "-b", "/unmasked", "abc"}, getenv, &fakeHost{files: files})
+	if r != nil {
+		t.Fatalf("refused: %s", r.Error())
+	}
+	if act.Spec == nil || act.SpecPath != "/unmasked/config.json" || !slices.Contains(act.Spec.Linux.MaskedPaths, want[len(want)-1]) {
+		t.Fatalf("action %+v: want the spec rewritten with %s masked", act, want[len(want)-1])
+	}
+	if act, _ := decide([]string{"create", "-b", "/ok", "abc"}, getenv, &fakeHost{files: files}); act.Spec == nil ||
+		!slices.Equal(act.Spec.Linux.MaskedPaths, want) {
+		t.Errorf("a bundle that already masks everything: masked %v, want %v", act.Spec, want)
+	}
+}
+
+// TestDecideConfines: a create puts the container under its policy's Landlock domain (the helper
+// bound read-only, the process wrapped), an exec through --process joins it, and every way the
+// domain cannot be applied is a refusal, never a container without it.
+func TestDecideConfines(t *testing.T) {
+	files := fixtureFiles(t)
+	want, _, component, policy := fixture(t)
+	d, _ := Domain(want)
+	nodomain := *want
+	nodomain.Annotations = maps.Clone(want.Annotations)
+	delete(nodomain.Annotations, landlock.Annotation)
+	old := maps.Clone(files)
+	old[PolicyPath(policyRoot, policy, component)] = encode(t, &nodomain)
+
+	act, r := decide([]string{"create", "-b", "/ok", "abc"}, getenv, &fakeHost{files: files})
+	if r != nil {
+		t.Fatalf("refused: %s", r.Error())
+	}
+	got := act.Spec
+	if got == nil || !slices.Equal(got.Process.Args, []string{HelperMount, d.Encode(), "--", "/sharness-agent"}) {
+		t.Fatalf("create: process %v, want it wrapped in the helper", got)
+	}
+	m := got.Mounts[len(got.Mounts)-1]
+	if m.Destination != HelperMount || m.Source != DefaultHelper || !slices.Contains(m.Options, "ro") {
+		t.Errorf("create: last mount %+v, want the helper bound read-only", m)
+	}
+	if !unwrap(got) || len(Check(want, got)) != 0 {
+		t.Errorf("create: the unwrapped spec does not pass the policy: %v", Check(want, got))
+	}
+
+	act, r = decide([]string{"exec", "-p", "/proc-ok.json", "abc"}, getenv, &fakeHost{files: files, bundles: map[string]string{"abc": "/bundle"}})
+	var wrapped specs.Process
+	if r != nil || act.ProcessPath != "/proc-ok.json" || json.Unmarshal(act.Process, &wrapped) != nil || wrapped.Args[0] != HelperMount {
+		t.Errorf("exec -p: action %+v, refusal %v; want the process wrapped", act, r)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		h         *fakeHost
+		wantField string
+	}{
+		{"a kernel below the ABI", &fakeHost{files: files, oldKernel: true}, "landlock"},
+		{"no helper installed", &fakeHost{files: files, noHelper: true}, "landlock"},
+		{"a policy compiled without a domain", &fakeHost{files: old}, "annotations." + landlock.Annotation},
+	} {
+		if _, r := decide([]string{"create", "-b", "/ok", "abc"}, getenv, tc.h); r == nil || r.first().Field != tc.wantField {
+			t.Errorf("%s: refusal %v, want one of %s", tc.name, r, tc.wantField)
+		}
+	}
+}
+
+// TestDecideCode: a policy that pins its entrypoint's code (subject.code_sha256) admits only a
+// container that runs that entrypoint with that hash, read from the bundle's root file system.
+func TestDecideCode(t *testing.T) {
+	files := fixtureFiles(t)
+	want, _, component, policy := fixture(t)
+	pin := "sha256:" + strings.Repeat("a", 64)
+	want.Annotations[compile.AnnotationCodeSHA256] = pin
+	files[PolicyPath(policyRoot, policy, component)] = encode(t, want)
+	other := *want
+	other.Process = &specs.Process{}
+	*other.Process = *want.Process
+	other.Process.Args = []string{"/bin/busybox", "sh"}
+	other.Annotations = nil // the bundle's own annotations are not the policy's
+	files["/other/config.json"] = encode(t, &other)
+	for _, tc := range []struct {
+		name, bundle string
+		hashes       map[string]string
+		wantField    string
+	}{
+		{"the pinned binary", "/ok", map[string]string{"/sharness-agent": pin}, ""},
+		{"another binary", "/ok", map[string]string{"/sharness-agent": "sha256:" + strings.Repeat("b", 64)}, "subject.code_sha256"},
+		{"no binary", "/ok", nil, "subject.code_sha256"},
+		{"another entrypoint", "/other", map[string]string{"/sharness-agent": pin}, "process.args[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &fakeHost{files: files, hashes: tc.hashes}
+			_, r := decide([]string{"create", "-b", tc.bundle, "abc"}, getenv, h)
+			switch {
+			case tc.wantField == "" && r != nil:
+				t.Fatalf("refused: %s", r.Error())
+			case tc.wantField != "" && (r == nil || r.first().Field != tc.wantField):
+				t.Fatalf("refusal %v, want one of %s", r, tc.wantField)
+			}
+			if tc.bundle == "/ok" && !slices.Contains(h.reads, "hash /ok/rootfs/sharness-agent") {
+				t.Errorf("hashed %v, want /sharness-agent in the bundle's rootfs", h.reads)
+			}
+		})
+	}
+}
+
+// TestHelpPassesThrough: with a help or version flag runc reads no bundle and starts nothing, so
+// the shim hands over without reading one either (it used to refuse `runc create -h` for want of
+// a config.json; found by runc's help.bats in hack/conformance.sh).
+func TestHelpPassesThrough(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"create -h", []string{"create", "-h", "--bundle", "/missing", "abc"}},
+		{"exec -h", []string{"exec", "-h", "missing"}},
+		{"update --help", []string{"update", "--help", "-r", "-", "missing"}},
+		{"global -v", []string{"-v", "run", "abc"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &fakeHost{} // no files, no containers, no stdin: any read would be a refusal
+			if _, r := decide(tt.args, func(string) string { return "/policies" }, h); r != nil {
+				t.Errorf("decide(%q) refused: %s", tt.args, r.Error())
+			}
+		})
+	}
+	// A help flag that does not end up true polices as before.
+	if _, r := decide([]string{"create", "-h", "-h=false", "--bundle", "/missing", "abc"},
+		func(string) string { return "/policies" }, &fakeHost{}); r == nil {
+		t.Errorf("decide(create -h -h=false) with no bundle: allowed, want a refusal")
+	}
+}
+
+// containerd's go-runc writes argv in this shape (global flags first, then the command).
+var containerdGlobals = []string{"--root", "/var/run/docker/runtime-runc/moby",
+	"--log", "/run/containerd/io.containerd.runtime.v2.task/moby/abc/log.json", "--log-format", "json"}
+
+func FuzzDecide(f *testing.F) {
+	seeds := [][]string{
+		append(append([]string{}, containerdGlobals...), "create", "--bundle", "/b", "abc"),
+		{"exec", "-p", "/p.json", "abc"}, {"exec", "--cap=CAP_SYS_ADMIN", "-u", "0", "abc", "sh"},
+		{"update", "-r", "-", "abc"}, {"update", "--memory", "1g", "abc"}, {"--version"}, {"kill", "abc"},
+		{"run", "-b=", "--", "abc"}, {"-", "create"},
+	}
+	for _, s := range seeds {
+		f.Add(strings.Join(s, "\x00"))
+	}
+	h := &fakeHost{files: fixtureFiles(f), bundles: map[string]string{"abc": "/bundle"}, stdin: "{}"}
+	f.Fuzz(func(t *testing.T, joined string) {
+		args := strings.Split(joined, "\x00")
+		_, err := runc.Parse(args)
+		act, r := decide(args, func(string) string { return "/policies" }, h)
+		if r != nil && (act.PipeStdin || r.Error() == "") {
+			t.Fatalf("decide(%q) refused with action %+v and message %q", args, act, r.Error())
+		}
+		if r == nil && err != nil {
+			t.Fatalf("decide(%q) allowed what runc.Parse refused: %v", args, err)
+		}
+	})
+}
