@@ -1,51 +1,19 @@
 package messages
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sharness-ai/sharness/testkit/tablecheck"
 )
 
 // TestRefusalsComplete holds llm's table of refusals complete: every Reason constant of the
 // package's source has a row (a row twice does not compile), and every row a status, an error
-// type and a text. Go cannot list a package's constants at run time, so the source is read.
+// type and a text; testkit/tablecheck reads the source.
 func TestRefusalsComplete(t *testing.T) {
-	reasons, rows := map[string]bool{}, map[string]bool{}
-	files, _ := filepath.Glob("*.go")
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST && g.Tok != token.VAR {
-				continue
-			}
-			for _, s := range g.Specs {
-				vs := s.(*ast.ValueSpec)
-				for i, id := range vs.Names {
-					if typ, ok := vs.Type.(*ast.Ident); g.Tok == token.CONST && ok && typ.Name == "Reason" {
-						reasons[id.Name] = true
-					}
-					if g.Tok == token.VAR && id.Name == "refusals" {
-						for _, e := range vs.Values[i].(*ast.CompositeLit).Elts {
-							rows[e.(*ast.KeyValueExpr).Key.(*ast.Ident).Name] = true
-						}
-					}
-				}
-			}
-		}
-	}
+	reasons, rows := tablecheck.Names(t, tablecheck.OfType("Reason"), "refusals")
 	if d := cmp.Diff(reasons, rows); d != "" || len(rows) != len(refusals) {
 		t.Errorf("the reasons (-) and the rows of refusals (+) differ:\n%s", d)
 	}

@@ -1,51 +1,19 @@
 package egress
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net/http"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sharness-ai/sharness/testkit/tablecheck"
 )
 
 // TestRefusalsComplete holds net's table of refusals complete: every Rule constant of the
 // package's source has a row (a row twice does not compile), and every row a status and a
-// text. Go cannot list a package's constants at run time, so the source is read.
+// text; testkit/tablecheck reads the source.
 func TestRefusalsComplete(t *testing.T) {
-	rules, rows := map[string]bool{}, map[string]bool{}
-	files, _ := filepath.Glob("*.go")
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST && g.Tok != token.VAR {
-				continue
-			}
-			for _, s := range g.Specs {
-				vs := s.(*ast.ValueSpec)
-				for i, id := range vs.Names {
-					if g.Tok == token.CONST && strings.HasPrefix(id.Name, "Rule") {
-						rules[id.Name] = true
-					}
-					if g.Tok == token.VAR && id.Name == "refusals" {
-						for _, e := range vs.Values[i].(*ast.CompositeLit).Elts {
-							rows[e.(*ast.KeyValueExpr).Key.(*ast.Ident).Name] = true
-						}
-					}
-				}
-			}
-		}
-	}
+	rules, rows := tablecheck.Names(t, tablecheck.Prefixed("Rule"), "refusals")
 	if d := cmp.Diff(rules, rows); d != "" || len(rows) != len(refusals) {
 		t.Errorf("the rules (-) and the rows of refusals (+) differ:\n%s", d)
 	}
