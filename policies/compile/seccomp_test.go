@@ -3,6 +3,8 @@ package compile
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -430,3 +432,33 @@ var seccompBaseline = sync.OnceValue(func() float64 {
 	}
 	return float64(time.Since(start)) / float64(n)
 })
+
+// TestEveryCompiledProfileSealsMemfd reads the profiles the default policy ships (compiled/,
+// what the engine loads): every component may create a memfd only with MFD_NOEXEC_SEAL, so no
+// component can execute one (Landlock does not cover memfds; docs/architecture.md, "Memfd exec").
+func TestEveryCompiledProfileSealsMemfd(t *testing.T) {
+	files, err := filepath.Glob("../../compiled/*/seccomp.json")
+	if err != nil || len(files) < 7 {
+		t.Fatalf("compiled profiles: %v (%d found, want one per component)", err, len(files))
+	}
+	want := sealedMemfd()
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var prof seccomp.Seccomp
+		if err := json.Unmarshal(data, &prof); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		var got []specs.LinuxSyscall
+		for _, r := range prof.Syscalls {
+			if slices.Contains(r.Names, "memfd_create") {
+				got = append(got, r.LinuxSyscall)
+			}
+		}
+		if d := cmp.Diff(want, got); d != "" {
+			t.Errorf("%s: memfd_create rules differ from MFD_NOEXEC_SEAL only (-want +got):\n%s", f, d)
+		}
+	}
+}
