@@ -13,6 +13,11 @@
 // Without the operator's public key (SHARNESS_AI_OPERATOR_PUBKEY) or the folder, every ask
 // host is refused with approval_unavailable, and net says so at start when the policy has any.
 //
+// Its own limits hold one caller from starving the others: a flood brake per caller
+// (-rate-per-caller, 429), and caps on the client connections open per caller and in all
+// (-conns-per-caller, -conns; 503 conn-limit), tunnels among them (256, 503 tunnel-limit). Net
+// refuses to start when what the caps let it hold does not fit its file limit (limits.fit).
+//
 // What it does not guarantee: that an allowed host cannot carry data out (see
 // images/net/egress), or anything about what travels inside a TLS tunnel besides its server
 // name. Tunnels must be TLS: any other protocol inside CONNECT is refused for lack of SNI.
@@ -29,6 +34,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -49,6 +55,7 @@ type config struct {
 	resolver           string // ip:port of a DNS server, or "" for the system's
 	upstream           string // http://[user:pass@]host:port of a proxy to chain through
 	brake              string // requests per second per caller / burst
+	conns, connsPer    string // open client connections in all, and per caller
 	unsafeAllowAddrs   string // special addresses a test world may use, comma-separated; never in production
 	auditDir           string // the folder of audit.jsonl, on net's own volume
 	gate               gate.Settings
@@ -61,6 +68,8 @@ func main() {
 	flag.StringVar(&cfg.resolver, "resolver", os.Getenv("SHARNESS_AI_NET_RESOLVER"), "DNS server ip:port (env SHARNESS_AI_NET_RESOLVER; default: the system's)")
 	flag.StringVar(&cfg.upstream, "upstream-proxy", os.Getenv("SHARNESS_AI_NET_UPSTREAM_PROXY"), "chain through this http:// proxy (env SHARNESS_AI_NET_UPSTREAM_PROXY)")
 	flag.StringVar(&cfg.brake, "rate-per-caller", cmp.Or(os.Getenv("SHARNESS_AI_NET_RATE_PER_CALLER"), defaultLimits.brake.String()), "the flood brake: each caller's requests per second / burst; over it, 429 (env SHARNESS_AI_NET_RATE_PER_CALLER)")
+	flag.StringVar(&cfg.conns, "conns", cmp.Or(os.Getenv("SHARNESS_AI_NET_CONNS"), strconv.Itoa(defaultLimits.conns)), "open client connections in all, tunnels among them; over it, 503 (env SHARNESS_AI_NET_CONNS)")
+	flag.StringVar(&cfg.connsPer, "conns-per-caller", cmp.Or(os.Getenv("SHARNESS_AI_NET_CONNS_PER_CALLER"), strconv.Itoa(defaultLimits.connsPerCaller)), "open client connections of each caller; over it, 503 (env SHARNESS_AI_NET_CONNS_PER_CALLER)")
 	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on net's own volume (env "+audit.EnvDir+")")
 	flag.StringVar(&cfg.unsafeAllowAddrs, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly these special-range IPs (comma-separated) from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
 	cfg.gate.Flags(flag.CommandLine, os.Getenv)
@@ -90,6 +99,18 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	lim := defaultLimits
 	if err == nil {
 		lim.brake, err = relay.ParseBrake(cmp.Or(cfg.brake, lim.brake.String()))
+	}
+	if err == nil {
+		err = lim.setConns(cfg.conns, cfg.connsPer)
+	}
+	var files syscall.Rlimit
+	if err == nil {
+		if err = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &files); err != nil { // Go raised the soft limit to the hard one
+			err = fmt.Errorf("read the file limit: %w", err)
+		}
+	}
+	if err == nil {
+		err = lim.fit(files.Cur)
 	}
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
@@ -122,7 +143,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 	}
 	// Rate buckets for everyone with an edge into net: only they get past edgeCaller and mTLS.
-	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), resolve.New(cfg.resolver, resolve.DefaultLimits).Lookup, up, lim, log)
+	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), resolve.New(cfg.resolver, lim.dns).Lookup, up, lim, log)
 	s.audit = record
 	if s.ask, err = approval.Open(cfg.gate, c.Name, m.Hash, rules, s.conns.Stop, log); err != nil {
 		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gate.Dir, err)

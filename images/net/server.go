@@ -19,6 +19,7 @@ import (
 	"github.com/sharness-ai/sharness/images/net/egress"
 	"github.com/sharness-ai/sharness/images/net/metrics"
 	"github.com/sharness-ai/sharness/images/net/relay"
+	"github.com/sharness-ai/sharness/images/net/resolve"
 	"github.com/sharness-ai/sharness/internal/audit"
 )
 
@@ -28,19 +29,28 @@ type callerFunc func(*tls.ConnectionState) (string, error)
 // limits bound what one caller or one connection can hold.
 type limits struct {
 	relay.Limits
-	tunnels     int           // concurrent CONNECT tunnels
-	brake       relay.Brake   // requests per caller: -rate-per-caller
-	dialTimeout time.Duration // resolution plus the TCP connect
-	grace       time.Duration // on shutdown, for requests in flight
-	maxBody     int64         // forwarded request body, bytes
+	conns          int // open client connections in all, whatever they carry: -conns
+	connsPerCaller int // open client connections of one caller: -conns-per-caller
+	tunnels        int // concurrent CONNECT tunnels, a part of conns
+	idlePool       int // idle upstream connections kept for plain HTTP, in all
+	refusing       int // connections refused at the caps that are being answered
+	dns            resolve.Limits
+	brake          relay.Brake   // requests per caller: -rate-per-caller
+	dialTimeout    time.Duration // resolution plus the TCP connect
+	grace          time.Duration // on shutdown, for requests in flight
+	maxBody        int64         // forwarded request body, bytes
 }
 
 // defaultLimits: the per-caller rate is a flood brake, not a throttle: a package install makes
 // hundreds of requests a second, and a benchmark at 50/s showed it capping real work (hack/bench).
+// The connection caps fit the file limit every component gets (1024, policies/compile): 384
+// connections hold up to 768 descriptors, and limits.files counts the rest (960 in all); a
+// caller may hold a third of them, so a flood from one leaves the others two thirds.
 var defaultLimits = limits{
 	Limits: relay.Limits{Header: 10 * time.Second, KeepAlive: 90 * time.Second, Idle: 5 * time.Minute,
 		Lifetime: 2 * time.Hour, MaxHeader: 16 << 10},
-	tunnels: 256, brake: relay.Brake{Rate: 2000, Burst: 4000}, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
+	conns: 384, connsPerCaller: 128, tunnels: 256, idlePool: 64, refusing: 32, dns: resolve.DefaultLimits,
+	brake: relay.Brake{Rate: 2000, Burst: 4000}, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
 }
 
 // server is the egress proxy. Everything it refuses is answered and logged; nothing it is
@@ -59,6 +69,8 @@ type server struct {
 	ask      *approval.Asker // asks the operator about ask hosts; nil refuses them (approval_unavailable)
 	tr       *http.Transport
 	slots    chan struct{}            // one per open tunnel
+	caps     *caps                    // every open client connection, per caller and in all
+	refusing chan struct{}            // one per connection refused at the caps being answered
 	buckets  map[string]*rate.Limiter // per caller, read-only
 	conns    *relay.Conns
 
@@ -74,13 +86,16 @@ type server struct {
 
 func newServer(rules *egress.Rules, callers []string, edge func(netip.Addr) (string, bool), lookup func(context.Context, string) ([]netip.Addr, error), upstream *url.URL, lim limits, log *slog.Logger) *server {
 	s := &server{rules: rules, edge: edge, lookup: lookup, upstream: upstream, failKind: "dial", lim: lim, log: log,
-		slots: make(chan struct{}, lim.tunnels), buckets: map[string]*rate.Limiter{}, conns: relay.NewConns()}
+		slots: make(chan struct{}, lim.tunnels), caps: newCaps(lim.conns, lim.connsPerCaller), refusing: make(chan struct{}, lim.refusing),
+		buckets: map[string]*rate.Limiter{}, conns: relay.NewConns()}
 	for _, c := range callers {
 		s.buckets[c] = lim.brake.Limiter()
 	}
-	s.met = metrics.New(func() int { return len(s.slots) })
+	s.met = metrics.New(func() int { return len(s.slots) }, s.caps.held)
 	s.dial = (&net.Dialer{Timeout: lim.dialTimeout}).DialContext
-	s.tr = &http.Transport{DialContext: relay.CheckedDialer(s.dial, upstream, lim.Idle), DisableCompression: true, MaxIdleConnsPerHost: 64,
+	// MaxIdleConns bounds the pool in all (limits.files counts it): without it, only per host.
+	s.tr = &http.Transport{DialContext: relay.CheckedDialer(s.dial, upstream, lim.Idle), DisableCompression: true,
+		MaxIdleConns: lim.idlePool, MaxIdleConnsPerHost: min(64, lim.idlePool),
 		IdleConnTimeout: lim.KeepAlive, ResponseHeaderTimeout: lim.Idle, MaxResponseHeaderBytes: 64 << 10}
 	if upstream != nil {
 		s.tr.Proxy, s.failKind = http.ProxyURL(upstream), "upstream-proxy"
@@ -105,9 +120,16 @@ func (s *server) run(ctx context.Context, plain, secure net.Listener, tlsConf *t
 // serveConn names the caller of one connection (on the mTLS listener when secure) and serves
 // its requests.
 func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, callerOf callerFunc) {
-	c := raw
+	c, caller, known := raw, "", false
+	if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil && !secure {
+		caller, known = s.edge(ap.Addr().Unmap())
+	}
+	if why := s.caps.take(caller); why != "" { // an mTLS connection counts as unnamed ("") until its handshake
+		s.refuseConn(c, caller, !secure, why)
+		return
+	}
+	defer func() { s.caps.give(caller) }() // after the close below: the descriptor is free then
 	defer func() { relay.Linger(c); c.Close() }()
-	caller, known := "", false
 	if secure {
 		tc := tls.Server(raw, tlsConf)
 		raw.SetDeadline(time.Now().Add(s.lim.Header))
@@ -118,9 +140,12 @@ func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, calle
 		raw.SetDeadline(time.Time{})
 		st := tc.ConnectionState()
 		name, err := callerOf(&st)
-		c, caller, known = tc, name, err == nil
-	} else if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil {
-		caller, known = s.edge(ap.Addr().Unmap())
+		c, known = tc, err == nil
+		if why := s.caps.rename(caller, name); why != "" {
+			s.refuseConn(c, name, true, why)
+			return
+		}
+		caller = name
 	}
 	s.conns.Loop(raw, c, s.lim.Limits, func(br *bufio.Reader, req *http.Request, _ int, d egress.Decision) bool {
 		rec, keep := &record{caller: caller, start: time.Now()}, false
@@ -200,6 +225,25 @@ func (r *record) event() audit.Event {
 func (s *server) refuse(c net.Conn, r *record, d egress.Decision) {
 	r.d = d
 	relay.Reply(c, s.lim.Header, egress.Status(d.Rule), "X-Sharness-Deny", d.Rule, fmt.Sprintf("sharness net refused this request: rule %s: %s\n", d.Rule, d.Reason))
+}
+
+// refuseConn refuses a connection over the caps (egress.RuleConnLimit), answered when answer
+// (not before an mTLS handshake, which speaks no HTTP yet). Answering lingers for a moment, so
+// at most lim.refusing refusals are answered at once; the others are closed at once, and
+// logged all the same.
+func (s *server) refuseConn(c net.Conn, caller string, answer bool, why string) {
+	rec := &record{caller: caller, start: time.Now(), d: egress.Deny(egress.RuleConnLimit, why)}
+	select {
+	case s.refusing <- struct{}{}:
+		if answer {
+			s.refuse(c, rec, rec.d)
+		}
+		relay.Linger(c)
+		<-s.refusing
+	default:
+	}
+	c.Close()
+	s.record(rec)
 }
 
 // fail answers an upstream failure of an allowed request: 502 and X-Sharness-Error.

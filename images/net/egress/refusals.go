@@ -13,6 +13,7 @@ const (
 	RuleNotProxy      = "not-proxy-request"    // neither CONNECT nor an absolute URL
 	RuleScheme        = "scheme-not-supported" // an absolute URL that is not http://
 	RuleTunnelLimit   = "tunnel-limit"         // net holds its maximum of open tunnels
+	RuleConnLimit     = "conn-limit"           // the caller, or net in all, holds its maximum of open connections
 	RuleBodyTooLarge  = "body-too-large"       // a forwarded body over the limit
 	RuleCLTEConflict  = "cl-te-conflict"       // Content-Length and Transfer-Encoding (request smuggling)
 	RuleHeaderTooBig  = "header-too-large"     // a request head over the limit
@@ -49,6 +50,7 @@ var refusals = map[string]struct {
 	RuleNotProxy:       {400, "net serves CONNECT and absolute http:// URLs only"},
 	RuleScheme:         {400, "only http:// URLs are forwarded; use CONNECT for https"},
 	RuleTunnelLimit:    {503, "net holds its maximum of open tunnels; retry later"},
+	RuleConnLimit:      {503, "net holds its maximum of open connections; retry later"},
 	RuleBodyTooLarge:   {413, "the request body is too large"},
 	RuleCLTEConflict:   {400, "a request with both Content-Length and Transfer-Encoding is refused"},
 	RuleHeaderTooBig:   {431, "the request head is too large"},

@@ -24,12 +24,15 @@ type Set struct {
 	bytes     *prometheus.CounterVec
 }
 
-// New registers the metrics; tunnels reports the CONNECT tunnels open or opening.
-func New(tunnels func() int) *Set {
+// New registers the metrics; tunnels reports the CONNECT tunnels open or opening, conns the
+// client connections open (tunnels among them).
+func New(tunnels, conns func() int) *Set {
 	reg := prometheus.NewRegistry()
 	f := promauto.With(reg)
 	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "sharness_net_tunnels_open", Help: "CONNECT tunnels open or opening."},
 		func() float64 { return float64(tunnels()) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{Name: "sharness_net_conns_open", Help: "Client connections open, tunnels among them."},
+		func() float64 { return float64(conns()) })
 	return &Set{reg: reg,
 		decisions: f.NewCounterVec(prometheus.CounterOpts{Name: "sharness_net_decisions_total",
 			Help: "Requests decided, by caller, verdict and rule."}, []string{"caller", "allow", "rule"}),

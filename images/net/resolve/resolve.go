@@ -30,15 +30,18 @@ type Limits struct {
 	MinTTL, MaxTTL time.Duration // an answer is kept for its TTL clamped to these
 	FailTTL        time.Duration // a failed lookup is remembered this long (0: not at all)
 	MaxNames       int           // names kept at once
-	Timeout        time.Duration // one lookup, whoever waits for it
+	MaxLookups     int           // lookups in flight at once (at least 1), each holding up to two sockets
+	Timeout        time.Duration // one lookup, whoever waits for it, its wait for a turn included
 }
 
 // DefaultLimits: 5 s at least (Envoy's default minimum refresh; a TTL of 0 would otherwise mean
 // a lookup per request), 5 minutes at most (a moved service is found within that), failures
 // for 2 s (a flood for a name that does not resolve asks once per 2 s, and a transient failure
-// heals quickly), 4096 names (a wildcard rule lets a caller invent names).
+// heals quickly), 4096 names (a wildcard rule lets a caller invent names), 32 lookups at once
+// (a lookup outlives a caller who gave up on it, so without a bound invented names could take
+// every file descriptor net has).
 var DefaultLimits = Limits{MinTTL: 5 * time.Second, MaxTTL: 5 * time.Minute, FailTTL: 2 * time.Second,
-	MaxNames: 4096, Timeout: 10 * time.Second}
+	MaxNames: 4096, MaxLookups: 32, Timeout: 10 * time.Second}
 
 // LookupFunc resolves host to its addresses and the TTL of the answer (0: unknown).
 type LookupFunc func(ctx context.Context, host string) ([]netip.Addr, time.Duration, error)
@@ -49,6 +52,8 @@ type Cache struct {
 	lookup LookupFunc
 	lim    Limits
 	now    func() time.Time
+
+	turns chan struct{} // one per lookup in flight
 
 	mu    sync.Mutex
 	names map[string]*entry
@@ -68,7 +73,7 @@ func New(server string, lim Limits) *Cache { return NewCache(goLookup(server), l
 
 // NewCache returns a Cache over lookup.
 func NewCache(lookup LookupFunc, lim Limits) *Cache {
-	return &Cache{lookup: lookup, lim: lim, now: time.Now, names: map[string]*entry{}}
+	return &Cache{lookup: lookup, lim: lim, now: time.Now, turns: make(chan struct{}, max(lim.MaxLookups, 1)), names: map[string]*entry{}}
 }
 
 // Lookup returns host's addresses: the cached answer while it lives, else a fresh one. The
@@ -112,6 +117,12 @@ func (c *Cache) fill(e *entry, host string) {
 func (c *Cache) resolve(ctx context.Context, host string) ([]netip.Addr, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.lim.Timeout)
 	defer cancel()
+	select {
+	case c.turns <- struct{}{}:
+		defer func() { <-c.turns }()
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
 	addrs, ttl, err := c.lookup(ctx, host)
 	if err == nil && len(addrs) == 0 {
 		err = errors.New("no address")

@@ -46,7 +46,7 @@ func (f *fake) lookup(_ context.Context, host string) ([]netip.Addr, time.Durati
 
 func (f *fake) count(host string) int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls[host] }
 
-var testLimits = Limits{MinTTL: 5 * time.Second, MaxTTL: 5 * time.Minute, FailTTL: 2 * time.Second, MaxNames: 100, Timeout: time.Second}
+var testLimits = Limits{MinTTL: 5 * time.Second, MaxTTL: 5 * time.Minute, FailTTL: 2 * time.Second, MaxNames: 100, MaxLookups: 8, Timeout: time.Second}
 
 func newTestCache(f *fake, lim Limits) (*Cache, *clock) {
 	clk := &clock{now: time.Unix(1e9, 0)}
@@ -222,5 +222,41 @@ func TestCacheNoAddress(t *testing.T) {
 	c, _ := newTestCache(f, testLimits)
 	if got, err := c.Lookup(context.Background(), "empty.test"); err == nil {
 		t.Fatalf("an empty answer: %v, no error", got)
+	}
+}
+
+// TestCacheLookupsBounded: at most MaxLookups lookups are in flight at once, whoever gave up
+// on them (each holds sockets, so invented names cannot take every descriptor); a lookup
+// waiting for its turn gives up with its Timeout, and a turn freed is taken.
+func TestCacheLookupsBounded(t *testing.T) {
+	release := make(chan struct{})
+	var inFlight, most atomic.Int64
+	lookup := func(ctx context.Context, host string) ([]netip.Addr, time.Duration, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if host != "quick.test" {
+			<-release
+		}
+		return []netip.Addr{addr("192.0.2.1")}, time.Minute, nil
+	}
+	lim := testLimits
+	lim.MaxLookups, lim.Timeout = 2, 200*time.Millisecond
+	c := NewCache(lookup, lim)
+	for i := range 5 { // each waiter gives up at once; the lookups go on without it
+		gone, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		c.Lookup(gone, fmt.Sprintf("slow%d.test", i))
+		cancel()
+	}
+	if _, err := c.Lookup(context.Background(), "quick.test"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a lookup past MaxLookups: %v; want it to wait and give up with its Timeout", err)
+	}
+	if most.Load() != 2 {
+		t.Fatalf("%d lookups in flight at once; want MaxLookups, 2", most.Load())
+	}
+	close(release) // the turns free up; the failed quick.test is remembered for FailTTL: ask another
+	if got, err := c.Lookup(context.Background(), "free.test"); err != nil || len(got) != 1 {
+		t.Fatalf("a lookup once turns are free: %v, %v", got, err)
 	}
 }
