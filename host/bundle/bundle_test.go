@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/sharness-ai/sharness/host/bundle"
-	"github.com/sharness-ai/sharness/testkit/bundletest"
 	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/testkit/bundletest"
 )
 
 // exported is a bundle as export makes one: the default policy's files, two audit logs, their

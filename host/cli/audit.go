@@ -45,7 +45,7 @@ type auditTrust struct {
 func (t *auditTrust) flags(c *cobra.Command) {
 	t.sessionFlags(c)
 	c.Flags().StringToInt64Var(&t.finalSeq, "final-seq", nil, "component=seq, repeatable: the seq that component's log must end at; a listed component without a log fails")
-	c.Flags().BoolVar(&t.running, "allow-running", false, "the components still run: list an unsigned tail instead of failing it")
+	c.Flags().BoolVar(&t.running, "allow-running", false, "treat every log as one whose component still runs: report its unsigned tail as not yet checkpointed instead of failing it (--project needs it not: it asks the engine which components run)")
 }
 
 // sessionFlags are where the logs are and the facts they verify against.
@@ -62,7 +62,7 @@ func (t *auditTrust) logs(args []string) ([]record.Log, error) {
 		if len(args) > 0 || t.ca != "" {
 			return nil, errors.New("--project finds the logs and the session CA: give no log files nor --ca with it")
 		}
-		return record.ProjectLogs(context.Background(), stack.Project{Engine: t.docker, Name: t.project})
+		return record.ProjectLogs(context.Background(), t.stack())
 	}
 	if len(args) == 0 {
 		return nil, errors.New("no logs: give log files or folders, or --project")
@@ -70,13 +70,39 @@ func (t *auditTrust) logs(args []string) ([]record.Log, error) {
 	return record.Files(args)
 }
 
-// trust is what logs are verified against, and where its session CA came from.
-func (t *auditTrust) trust(logs []record.Log) (audit.Trust, string, error) {
+// need refuses, before any log is read, a verification without the facts it needs from outside
+// the logs: the session CA's source and the policy hash. A missing hash is asked for by name:
+// an empty one is not a malformed hash, and sudo drops SHARNESS_AI_POLICY_HASH from the
+// environment, which is how it goes missing.
+func (t *auditTrust) need() error {
 	if t.ca == "" && t.project == "" {
-		return audit.Trust{}, "", errors.New("--ca or --project is required: logs verify against the session CA, not against the keys they carry")
+		return errors.New("--ca or --project is required: logs verify against the session CA, not against the keys they carry")
+	}
+	if t.policy == "" {
+		return errors.New("no policy hash to verify the logs against: give --policy-hash sha256:<hex> or set SHARNESS_AI_POLICY_HASH to the hash you trust (sharness-ai hash prints a manifest's); under sudo, give --policy-hash: sudo does not pass SHARNESS_AI_POLICY_HASH on")
 	}
 	if err := keys.CheckHash(t.policy); err != nil {
-		return audit.Trust{}, "", fmt.Errorf("--policy-hash (or SHARNESS_AI_POLICY_HASH): %w", err)
+		return fmt.Errorf("--policy-hash (or SHARNESS_AI_POLICY_HASH): %w", err)
+	}
+	return nil
+}
+
+func (t *auditTrust) stack() stack.Project { return stack.Project{Engine: t.docker, Name: t.project} }
+
+// logsNow is logs, a project's each marked running if its component runs: its unsigned tail is
+// then not yet checkpointed, rather than cut.
+func (t *auditTrust) logsNow(args []string) ([]record.Log, error) {
+	logs, err := t.logs(args)
+	if err != nil || t.project == "" {
+		return logs, err
+	}
+	return logs, record.MarkRunning(context.Background(), t.stack(), logs)
+}
+
+// trust is what logs are verified against, and where its session CA came from.
+func (t *auditTrust) trust(logs []record.Log) (audit.Trust, string, error) {
+	if err := t.need(); err != nil {
+		return audit.Trust{}, "", err
 	}
 	ca, source, err := t.sessionCA(logs)
 	if err != nil {
@@ -126,13 +152,19 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 		Short: "Check every audit log's chain and checkpoint signatures against the session strictly; exit 1 naming file:line: reason on any failure",
 		Long: "Every line must be intact, in order and linked to the previous one, carry the policy hash M and the\n" +
 			"session CA's hash, and be covered by a checkpoint signed by the log's component with an SVID of the\n" +
-			"session CA; every log must end with its shutdown checkpoint (--allow-running: an unsigned tail is\n" +
-			"listed instead). --final-seq names logs that must exist and the seq they must end at.\n" +
+			"session CA; every log must end with its shutdown checkpoint, except the log of a component that still\n" +
+			"runs: that one verifies up to its last signed checkpoint, and the lines after it are reported as not\n" +
+			"yet checkpointed (unsigned, so unproven; verify again after down). --project P asks the engine which\n" +
+			"components run; --allow-running treats every log so (logs copied from a running stack).\n" +
+			"--final-seq names logs that must exist and the seq they must end at.\n" +
 			"--project P reads the logs of P's volumes P_audit-<component> (as root) and takes the session CA from\n" +
 			"the launcher's session record; compare the session CA hash it prints with the launcher's start line.\n" +
-			"Exit 0: every log verifies; 1: a log does not; 2: bad input.",
+			"Exit 0: every log verifies (a running one up to its last checkpoint); 1: a log does not; 2: bad input.",
 		RunE: func(_ *cobra.Command, args []string) error {
-			logs, err := t.logs(args)
+			if err := t.need(); err != nil {
+				return err
+			}
+			logs, err := t.logsNow(args)
 			if err != nil {
 				return err
 			}
@@ -146,7 +178,7 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 			}
 			var text strings.Builder
 			fmt.Fprintf(&text, "session CA sha256 %s, from %s%s\n", audit.CAHash(tr.CA), source, compareHint(t.project))
-			bad := 0
+			bad, open, tail := 0, 0, 0
 			for _, r := range results {
 				findings(&text, r)
 				if !r.OK {
@@ -155,9 +187,23 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 				}
 				rep, state := r.Report, "ends with its shutdown checkpoint"
 				if !rep.Final {
-					state = fmt.Sprintf("running, signed through line %d, unsigned from line %d", rep.SignedThrough, rep.UnsignedFrom)
+					open++
+					state = fmt.Sprintf("running: verified up to its checkpoint at line %d", rep.SignedThrough)
+					if rep.SignedThrough == 0 { // a component signs its first checkpoint seconds after it starts
+						state = "running: no checkpoint signed yet"
+					}
+					if rep.UnsignedFrom > 0 {
+						tail += rep.Lines - rep.UnsignedFrom + 1
+						state += fmt.Sprintf(", %s not yet checkpointed", lineRange(rep.UnsignedFrom, rep.Lines))
+					} else {
+						state += ", no shutdown checkpoint yet"
+					}
 				}
 				fmt.Fprintf(&text, "ok: %s: %s, %d lines, %d events, %d checkpoints, %d starts, %s\n", r.File, rep.Component, rep.Lines, rep.Events, rep.Checkpoints, rep.Starts, state)
+			}
+			if open > 0 {
+				their := map[bool]string{true: "its", false: "their"}[open == 1]
+				fmt.Fprintf(&text, "running: %s verified up to %s last checkpoint; %s after it not yet checkpointed (unsigned, so unproven: verify again after down for every line signed)\n", plural(open, "log"), their, plural(tail, "line"))
 			}
 			if err := a.print(map[string]any{"ok": bad == 0, "policy": tr.Policy, "session_ca": audit.CAHash(tr.CA), "session_ca_from": source, "logs": results}, text.String()); err != nil {
 				return err
@@ -170,6 +216,21 @@ func (a *app) auditVerifyCmd() *cobra.Command {
 	}
 	t.flags(c)
 	return c
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// lineRange is "line 5" or "lines 5-9".
+func lineRange(from, to int) string {
+	if from == to {
+		return fmt.Sprintf("line %d", from)
+	}
+	return fmt.Sprintf("lines %d-%d", from, to)
 }
 
 // shownEntry is one decision as show prints it with --json.
@@ -199,7 +260,12 @@ func (a *app) auditShowCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("--until: %w", err)
 			}
-			logs, err := t.logs(args)
+			if !unverified {
+				if err := t.need(); err != nil {
+					return fmt.Errorf("%w (or --unverified to read logs without checking them)", err)
+				}
+			}
+			logs, err := t.logsNow(args)
 			if err != nil {
 				return err
 			}

@@ -103,7 +103,17 @@ func TestAuditVerify(t *testing.T) {
 			})
 		}, trust, ExitRefused, []string{"LOGS/net.jsonl:4: prev is not the hash of line 3", "ok: LOGS/kms.jsonl", "sharness-ai: 1 of 2 audit logs do not verify\n"}},
 		{"running, strict", func(dir string) { editFile(t, filepath.Join(dir, "kms.jsonl"), cutLast) }, trust, ExitRefused, []string{"LOGS/kms.jsonl:5: unsigned tail after line 4: lines 5-5 carry no valid checkpoint signature (the log was cut, or its component is still running)"}},
-		{"running, allowed", func(dir string) { editFile(t, filepath.Join(dir, "kms.jsonl"), cutLast) }, append([]string{"--allow-running"}, trust...), ExitOK, []string{"LOGS/kms.jsonl:5: note: unsigned tail after line 4", "ok: LOGS/kms.jsonl: kms, 5 lines, 3 events, 1 checkpoints, 1 starts, running, signed through line 4, unsigned from line 5"}},
+		{"running, allowed", func(dir string) { editFile(t, filepath.Join(dir, "kms.jsonl"), cutLast) }, append([]string{"--allow-running"}, trust...), ExitOK, []string{"LOGS/kms.jsonl:5: note: unsigned tail after line 4", "ok: LOGS/kms.jsonl: kms, 5 lines, 3 events, 1 checkpoints, 1 starts, running: verified up to its checkpoint at line 4, line 5 not yet checkpointed\n",
+			"running: 1 log verified up to its last checkpoint; 1 line after it not yet checkpointed"}},
+		{"running, allowed, changed line", func(dir string) {
+			editFile(t, filepath.Join(dir, "kms.jsonl"), cutLast)
+			editFile(t, filepath.Join(dir, "net.jsonl"), func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`"decision":"deny"`), []byte(`"decision":"allow"`), 1)
+			})
+		}, append([]string{"--allow-running"}, trust...), ExitRefused, []string{"LOGS/net.jsonl:4: prev is not the hash of line 3", "1 of 2 audit logs do not verify"}},
+		{"running, allowed, cut mid-line", func(dir string) {
+			editFile(t, filepath.Join(dir, "kms.jsonl"), func(b []byte) []byte { return b[:len(b)-10] })
+		}, append([]string{"--allow-running"}, trust...), ExitRefused, []string{"LOGS/kms.jsonl:6: unterminated last line"}},
 		{"another session", nil, []string{"--ca", other, "--policy-hash", auditPolicy}, ExitRefused, []string{"LOGS/kms.jsonl:1: session CA", "a log of another session", "2 of 2 audit logs"}},
 		{"another policy", nil, []string{"--ca", caPEM, "--policy-hash", "sha256:" + strings.Repeat("cd", 32)}, ExitRefused, []string{"another policy"}},
 		{"final seq", nil, append([]string{"--final-seq", "kms=9", "--final-seq", "db=4", "--final-seq", "net=9"}, trust...), ExitRefused, []string{"LOGS/kms.jsonl:6: the log ends at seq 6, the expected last seq is 9", "db (missing): no log of component db", "ok: LOGS/net.jsonl", "2 of 3 audit logs"}},
@@ -258,8 +268,25 @@ func projectSession(t *testing.T, record func(ca *mtlstest.CA) map[string]string
 		}
 		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
 	}
+	demoRunning = nil
+	origRun := runDocker
+	t.Cleanup(func() { runDocker, demoRunning = origRun, nil })
+	runDocker = func(_ context.Context, d dockerCmd) error {
+		if len(d.args) < 5 || d.args[0] != "ps" || d.args[4] != "label=com.docker.compose.project=demo" {
+			return fmt.Errorf("docker %s: unexpected", strings.Join(d.args, " "))
+		}
+		for _, comp := range demoRunning {
+			fmt.Fprintf(d.stdout, "id-%[1]s\tdemo-%[1]s-1\trunning\t%[1]s\tFalse\n", comp)
+		}
+		fmt.Fprint(d.stdout, "id-agent\tdemo-agent-run-1a2b\texited\tagent\tTrue\n")
+		return nil
+	}
 	return root, ca, calls
 }
+
+// demoRunning are the components of project "demo" whose container runs, as `docker ps` says
+// (projectSession's fake): none, unless a test says so.
+var demoRunning []string
 
 // sessionRecord is the launcher's session record for ca, as the launcher writes it.
 func sessionRecord(ca *mtlstest.CA) map[string]string {
@@ -355,4 +382,93 @@ func TestAuditProjectRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAuditProjectRunning: on a running stack, `audit verify --project` verifies each log of a
+// running component up to its last signed checkpoint and reports the rest as not yet
+// checkpointed (exit 0), without --allow-running; the log of a component that does not run must
+// still end signed, and a changed line fails whether its component runs or not. A missing policy
+// hash is asked for by name before anything is read.
+func TestAuditProjectRunning(t *testing.T) {
+	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
+	trust := []string{"--project", "demo", "--policy-hash", auditPolicy}
+	logOf := func(root, comp string) string {
+		return filepath.Join(root, "demo_audit-"+comp, "_data", audit.FileName)
+	}
+	for _, tc := range []struct {
+		name    string
+		running []string
+		edit    func(root string)
+		args    []string
+		code    int
+		want    []string
+		notWant []string
+	}{
+		{"running, ended signed", []string{"kms", "launcher", "net"}, nil, trust, ExitOK,
+			[]string{"ok: ROOT/demo_audit-net/_data/audit.jsonl: net, 3 lines, 1 events, 1 checkpoints, 1 starts, ends with its shutdown checkpoint\n"}, []string{"not yet checkpointed"}},
+		{"running, unsigned tails", []string{"kms", "launcher", "net"}, func(root string) {
+			editFile(t, logOf(root, "net"), cutLast)
+			editFile(t, logOf(root, "kms"), cutLast)
+		}, trust, ExitOK, []string{
+			"ok: ROOT/demo_audit-net/_data/audit.jsonl: net, 2 lines, 1 events, 0 checkpoints, 1 starts, running: no checkpoint signed yet, lines 1-2 not yet checkpointed\n",
+			"ok: ROOT/demo_audit-launcher/_data/audit.jsonl: launcher, 3 lines, 1 events, 1 checkpoints, 1 starts, ends with its shutdown checkpoint\n",
+			"running: 2 logs verified up to their last checkpoint; 4 lines after it not yet checkpointed (unsigned, so unproven: verify again after down for every line signed)\n",
+		}, []string{"do not verify"}},
+		{"--allow-running still accepted", []string{"kms", "launcher", "net"}, func(root string) { editFile(t, logOf(root, "net"), cutLast) },
+			append([]string{"--allow-running"}, trust...), ExitOK, []string{"net, 2 lines", "running: 1 log verified up to its last checkpoint; 2 lines after it not yet checkpointed"}, nil},
+		{"stopped component, unsigned tail", []string{"kms", "launcher"}, func(root string) { editFile(t, logOf(root, "net"), cutLast) }, trust, ExitRefused,
+			[]string{"ROOT/demo_audit-net/_data/audit.jsonl:2: unsigned tail after line 0: lines 1-2 carry no valid checkpoint signature (the log was cut, or its component is still running)", "1 of 3 audit logs do not verify"}, nil},
+		{"stopped stack, cut at the shutdown checkpoint", nil, func(root string) { editFile(t, logOf(root, "kms"), cutLast) }, trust, ExitRefused,
+			[]string{"demo_audit-kms/_data/audit.jsonl:2: unsigned tail"}, nil},
+		{"running, a signed line changed", []string{"kms", "launcher", "net"}, func(root string) {
+			editFile(t, logOf(root, "net"), func(b []byte) []byte {
+				return bytes.Replace(b, []byte(`net.example:443`), []byte(`evil.example:443`), 1)
+			})
+		}, trust, ExitRefused, []string{"ROOT/demo_audit-net/_data/audit.jsonl:3: prev is not the hash of line 2", "1 of 3 audit logs do not verify"}, nil},
+		{"running, lines reordered", []string{"kms", "launcher", "net"}, func(root string) {
+			editFile(t, logOf(root, "kms"), func(b []byte) []byte {
+				l := bytes.SplitAfter(b, []byte("\n"))
+				return bytes.Join([][]byte{l[0], l[2], l[1]}, nil)
+			})
+		}, trust, ExitRefused, []string{"ROOT/demo_audit-kms/_data/audit.jsonl:2: seq 3 follows seq 1", "1 of 3 audit logs do not verify"}, nil},
+		{"running, another policy", []string{"kms", "launcher", "net"}, nil, []string{"--project", "demo", "--policy-hash", "sha256:" + strings.Repeat("cd", 32)}, ExitRefused,
+			[]string{"another policy", "3 of 3 audit logs do not verify"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root, _, _ := projectSession(t, sessionRecord)
+			demoRunning = tc.running
+			if tc.edit != nil {
+				tc.edit(root)
+			}
+			code, out, errOut := run(t, append([]string{"audit", "verify"}, tc.args...)...)
+			got := strings.ReplaceAll(out+errOut, root, "ROOT")
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s", code, tc.code, got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("output lacks %q:\n%s", w, got)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(got, w) {
+					t.Errorf("output has %q:\n%s", w, got)
+				}
+			}
+		})
+	}
+
+	t.Run("no policy hash", func(t *testing.T) {
+		_, _, calls := projectSession(t, sessionRecord)
+		for _, verb := range [][]string{{"audit", "verify"}, {"audit", "show"}} {
+			code, out, errOut := run(t, append(verb, "--project", "demo")...)
+			want := "sharness-ai: no policy hash to verify the logs against: give --policy-hash sha256:<hex> or set SHARNESS_AI_POLICY_HASH to the hash you trust"
+			if code != ExitUsage || !strings.Contains(errOut, want) || strings.Contains(errOut, `policy hash ""`) {
+				t.Errorf("%v without a hash: exit %d, want %d with %q\n%s%s", verb, code, ExitUsage, want, out, errOut)
+			}
+		}
+		if len(*calls) > 0 {
+			t.Errorf("read the volumes before asking for the hash: %q", *calls)
+		}
+	})
 }

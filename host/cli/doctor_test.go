@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"regexp"
 	"slices"
@@ -293,4 +294,44 @@ func dnsQuery(t *testing.T, name string) []byte {
 		msg = append(append(msg, byte(len(l))), l...)
 	}
 	return append(msg, 0, 0, 1, 0, 1)
+}
+
+// TestDoctorEngine: the engine line judges the engine by what the stack needs. Debian's 20.10,
+// which predates the CVE-2024-29018 fix, is ok (the stack's DNS design closes it, e2e TestWall)
+// and asks for no upgrade, with or without a loopback resolver on the host; a fixed engine is
+// ok; an old engine whose live probe sees a leak is degraded and dns-leak fails.
+func TestDoctorEngine(t *testing.T) {
+	withVersion := func(v string) map[string]string {
+		d := maps.Clone(healthyDocker)
+		d["version --format json"] = `{"Server":{"Version":"` + v + `"}}`
+		return d
+	}
+	loopback := maps.Clone(healthyFiles)
+	loopback[doctor.PathResolv] = "nameserver 127.0.0.1\n"
+	for _, tc := range []struct {
+		name    string
+		docker  map[string]string
+		files   map[string]string
+		code    int
+		want    string // the engine line, a regular expression
+		notWant string
+	}{
+		{"debian 20.10", withVersion("20.10.24+dfsg1"), healthyFiles, ExitOK,
+			`(?m)^engine +ok +Docker Engine 20\.10\.24\+dfsg1 predates the CVE-2024-29018 fix \(26\.0\.0, 25\.0\.5, 23\.0\.11\): ok for the stack, closed by its own DNS design: .*\(e2e TestWall, on Engine 20\.10 with the leak's condition in place\)$`, "upgrade"},
+		{"debian 20.10, a loopback resolver", withVersion("20.10.24+dfsg1"), loopback, ExitOK,
+			`(?m)^engine +ok +Docker Engine 20\.10\.24\+dfsg1 predates .* ok for the stack, .*Other containers on this engine's internal networks with default DNS do reach the host's loopback resolver \(127\.0\.0\.1\)$`, "upgrade"},
+		{"engine 29, fixed", withVersion("29.1.2"), loopback, ExitOK, `(?m)^engine +ok +Docker Engine 29\.1\.2 \(has the CVE-2024-29018 fix\)$`, "upgrade"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeHost(t, tc.docker, tc.files, "")
+			code, out, errOut := run(t, "doctor")
+			if code != tc.code || !regexp.MustCompile(tc.want).MatchString(out) {
+				t.Errorf("exit %d (want %d), output lacks %s:\n%s%s", code, tc.code, tc.want, out, errOut)
+			}
+			engineLine := regexp.MustCompile(`(?m)^engine .*$`).FindString(out)
+			if strings.Contains(engineLine, tc.notWant) {
+				t.Errorf("engine line has %q: %s", tc.notWant, engineLine)
+			}
+		})
+	}
 }

@@ -17,13 +17,13 @@ import (
 	"time"
 
 	"github.com/sharness-ai/sharness/host/bundle"
-	"github.com/sharness-ai/sharness/testkit/bundletest"
 	"github.com/sharness-ai/sharness/host/exit"
 	"github.com/sharness-ai/sharness/images/kms/custody"
 	"github.com/sharness-ai/sharness/internal/audit"
 	"github.com/sharness-ai/sharness/internal/gate"
 	"github.com/sharness-ai/sharness/internal/seal"
 	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/testkit/bundletest"
 	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 

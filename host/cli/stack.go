@@ -23,6 +23,10 @@ var confirmInput io.Reader = os.Stdin
 // pollInterval is how often up asks compose how the containers are; tests shorten it.
 var pollInterval = time.Second
 
+// downSettle is how long down waits for what is left of a project to go (0: stack's default);
+// tests shorten it.
+var downSettle time.Duration
+
 func projectFlag(c *cobra.Command, p *string) {
 	c.Flags().StringVarP(p, "project", "p", envOr("COMPOSE_PROJECT_NAME", "sharness"), "compose project name (env COMPOSE_PROJECT_NAME)")
 }
@@ -48,7 +52,8 @@ func (a *app) upCmd() *cobra.Command {
 			"size) and refuses if one is missing (hack/build-images.sh builds them; up never pulls). Then it runs\n" +
 			"`docker compose up --detach --pull never` with SHARNESS_AI_POLICY_HASH=M, prints a line per container\n" +
 			"as it becomes running and healthy, refuses (with the last log lines of what is not) when one exits, is\n" +
-			"unhealthy or is not ready within --timeout, and prints `status`. Start the agent yourself afterwards.\n" +
+			"unhealthy or is not ready within --timeout, and prints `status`. Start the agent yourself afterwards,\n" +
+			"once the key is sealed to this session's kms: up prints the one line that does it (up takes no key).\n" +
 			"--agent IMAGE writes a compose file that runs the local IMAGE, with its own entrypoint and command, as\n" +
 			"the agent, and prints the command that starts it: the agent's confinement and policy are unchanged.",
 		Args: cobra.NoArgs,
@@ -93,6 +98,11 @@ func (a *app) upCmd() *cobra.Command {
 			}
 			if err := a.status(ctx, p); err != nil {
 				return err
+			}
+			// up takes no key (stdin is the hash's confirmation, and argv is readable by every
+			// process of the host), so it says how to seal one to this session's kms.
+			if seal := p.SealCommand(); seal != "" {
+				fmt.Fprintf(a.errOut, "up: kms has a new identity this session: seal the key to it before you start the agent: %s\n", seal)
 			}
 			fmt.Fprintf(a.errOut, "up: %s is up; start the agent with:\n  SHARNESS_AI_POLICY_HASH=%s %s\n", project, m.Hash, strings.Join(p.AgentCommand(), " "))
 			return nil
@@ -148,14 +158,18 @@ func (a *app) printStatus(rows []stack.Row) error {
 		case !r.Component:
 			verdict = "- (not a component)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Service, r.State, orDash(r.Health), orDash(r.Runtime), verdict)
+		state := r.State
+		if r.ExitCode != nil {
+			state = fmt.Sprintf("%s (%d)", r.State, *r.ExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Service, state, orDash(r.Health), orDash(r.Runtime), verdict)
 	}
 	tw.Flush()
 	if err := a.print(rows, b.String()); err != nil {
 		return err
 	}
 	if len(bad) > 0 {
-		return refused{fmt.Errorf("not running and healthy under runtime sharness: %s", strings.Join(bad, ", "))}
+		return refused{fmt.Errorf("failed: %s", strings.Join(bad, ", "))}
 	}
 	return nil
 }
@@ -171,8 +185,13 @@ func (a *app) statusCmd() *cobra.Command {
 	var project string
 	c := &cobra.Command{
 		Use:   "status",
-		Short: "Show each service's state, health and runtime (exit 1 if a component is not running, healthy and under runtime sharness)",
-		Args:  cobra.NoArgs,
+		Short: "Show each service's state, health and runtime (exit 1 if a component is not running, healthy and under runtime sharness, or a service exited non-zero)",
+		Long: "One row per container of the project (those `docker compose run` started too) and per component\n" +
+			"without one. A component but the agent must be running, healthy where it has a health check; every\n" +
+			"component's container must run under runtime sharness; any container that exited with a code other\n" +
+			"than 0 (the agent's exit code is its verdict), or is dead, has failed. The agent's absence is not a\n" +
+			"failure: up leaves it to you. Exit 0: none failed; 1: one did (named, with its exit code); 2: bad input.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkProject(project); err != nil {
 				return err
@@ -193,8 +212,12 @@ func (a *app) downCmd() *cobra.Command {
 	var volumes bool
 	c := &cobra.Command{
 		Use:   "down",
-		Short: "Stop and remove the stack's containers and networks, keeping its volumes (the audit record)",
-		Args:  cobra.NoArgs,
+		Short: "Stop and remove every container and network of the stack, docker compose run's too, keeping its volumes (the audit record)",
+		Long: "Stops the containers `docker compose run` started (the agent) first, then runs `docker compose down\n" +
+			"--remove-orphans`, then stops and removes whatever container or network of the project is still there\n" +
+			"(found by compose's project label), and lists the volumes it kept: the audit record and the gate's state\n" +
+			"outlive the stack on purpose. Exit 0: nothing of the project runs; 1: something is still there (named).",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkProject(project); err != nil {
 				return err
@@ -202,18 +225,26 @@ func (a *app) downCmd() *cobra.Command {
 			if volumes {
 				fmt.Fprintf(a.errOut, "down: WARNING: --volumes deletes every volume of %s, including the audit record (%s_audit-*) and the gate's state (%s_gate-*)\n", project, project, project)
 			}
-			kept, err := a.stack(project, nil, nil).Down(cmd.Context(), volumes)
+			d, err := a.stack(project, nil, nil).Down(cmd.Context(), stack.DownOptions{Volumes: volumes, Settle: downSettle})
 			if err != nil {
 				return err
 			}
-			if volumes {
-				return a.print(map[string]any{"project": project, "volumes_removed": true}, fmt.Sprintf("down: %s stopped; its volumes, the audit record with them, are deleted\n", project))
+			gone := fmt.Sprintf("down: %s is down: no container nor network of it is left", project)
+			if len(d.Removed) > 0 {
+				gone += fmt.Sprintf(" (removed by their labels, as docker compose down leaves them: %s)", strings.Join(d.Removed, ", "))
 			}
-			text := fmt.Sprintf("down: %s stopped; kept its audit and gate volumes (remove them only with --volumes):\n", project)
-			for _, v := range kept {
+			if volumes {
+				return a.print(map[string]any{"project": project, "volumes_removed": true, "removed": d.Removed, "kept": d.Kept},
+					gone+"; its volumes, the audit record with them, are deleted\n")
+			}
+			text := gone + "\n"
+			if len(d.Kept) > 0 {
+				text += fmt.Sprintf("down: kept %d volumes on purpose: the audit record (%s_audit-*) and the gate's state (%s_gate-*) outlive the stack; check the record with `sudo sharness-ai audit verify --project %s --policy-hash …`, delete them only with down --volumes:\n", len(d.Kept), project, project, project)
+			}
+			for _, v := range d.Kept {
 				text += "  " + v + "\n"
 			}
-			return a.print(map[string]any{"project": project, "volumes_removed": false, "kept": kept}, text)
+			return a.print(map[string]any{"project": project, "volumes_removed": false, "removed": d.Removed, "kept": d.Kept}, text)
 		},
 	}
 	projectFlag(c, &project)

@@ -31,6 +31,12 @@ func psLine(service, state, health string) string {
 		service, state, health, status)
 }
 
+// psExit is psLine of a container that exited with code.
+func psExit(service string, code int) string {
+	l := strings.Replace(psLine(service, "exited", ""), `"ExitCode":0`, fmt.Sprintf(`"ExitCode":%d`, code), 1)
+	return strings.Replace(l, "Exited (1)", fmt.Sprintf("Exited (%d)", code), 1)
+}
+
 // healthyPS is the stack after up: every component but the agent, and the offline world.
 func healthyPS(except ...string) []string {
 	var lines []string
@@ -61,13 +67,27 @@ type fakeDocker struct {
 	upErr    error
 	logs     map[string]string // service → what `compose logs` prints
 	nPS      int
+
+	// What `docker ps` and `docker network ls` find by the project's label, as down sees them.
+	containers     []fakeContainer
+	networks       []string
+	downErr        error // compose down's failure
+	downKeepsNets  bool  // compose down leaves the networks, as when a run container held them
+	downRemovesAll bool  // compose down removes run containers too (it does not)
+}
+
+// fakeContainer is a container of the project as `docker ps` lists it.
+type fakeContainer struct {
+	id, name, state, service string
+	oneOff                   bool
+	stuck                    bool // `docker rm -f` does not remove it
 }
 
 func (f *fakeDocker) install(t *testing.T) {
 	t.Helper()
-	orig, origPoll := runDocker, pollInterval
-	t.Cleanup(func() { runDocker, pollInterval = orig, origPoll })
-	pollInterval = 5 * time.Millisecond
+	orig, origPoll, origSettle := runDocker, pollInterval, downSettle
+	t.Cleanup(func() { runDocker, pollInterval, downSettle = orig, origPoll, origSettle })
+	pollInterval, downSettle = 5*time.Millisecond, 10*time.Millisecond
 	runDocker = func(_ context.Context, d dockerCmd) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -77,6 +97,44 @@ func (f *fakeDocker) install(t *testing.T) {
 			out = io.Discard
 		}
 		switch {
+		case d.args[0] == "ps":
+			for _, c := range f.containers {
+				fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", c.id, c.name, c.state, c.service, map[bool]string{true: "True", false: "False"}[c.oneOff])
+			}
+		case d.args[0] == "stop":
+			for i, c := range f.containers {
+				if slices.Contains(d.args, c.id) {
+					f.containers[i].state = "exited"
+				}
+			}
+		case d.args[0] == "rm":
+			f.containers = slices.DeleteFunc(f.containers, func(c fakeContainer) bool { return !c.stuck && slices.Contains(d.args, c.id) })
+		case d.args[0] == "network" && d.args[1] == "ls":
+			fmt.Fprint(out, strings.Join(f.networks, "\n")+"\n")
+		case d.args[0] == "network" && d.args[1] == "rm":
+			if slices.ContainsFunc(f.containers, func(c fakeContainer) bool { return c.stuck }) {
+				fmt.Fprintf(d.stderr, "Error response from daemon: error while removing network: network %s has active endpoints\n", d.args[2])
+				return errors.New("exit status 1")
+			}
+			f.networks = slices.DeleteFunc(f.networks, func(n string) bool { return slices.Contains(d.args[2:], n) })
+		case d.args[0] == "volume" && d.args[1] == "rm":
+			f.volumes = slices.DeleteFunc(f.volumes, func(v string) bool { return slices.Contains(d.args[2:], v) })
+		case d.args[0] == "volume" && strings.HasPrefix(d.args[3], "label=com.docker.compose.project="):
+			project := strings.TrimPrefix(d.args[3], "label=com.docker.compose.project=")
+			for _, v := range f.volumes {
+				if strings.HasPrefix(v, project+"_") {
+					fmt.Fprintln(out, v)
+				}
+			}
+		case d.args[0] == "compose" && slices.Contains(d.args, "down"):
+			f.containers = slices.DeleteFunc(f.containers, func(c fakeContainer) bool { return !c.stuck && (!c.oneOff || f.downRemovesAll) })
+			if !f.downKeepsNets {
+				f.networks = nil
+			}
+			if slices.Contains(d.args, "--volumes") {
+				f.volumes = slices.DeleteFunc(f.volumes, func(v string) bool { return strings.HasPrefix(v, "sharness_audit-") })
+			}
+			return f.downErr
 		case d.args[0] == "inspect":
 			rt, ok := f.runtime[d.args[len(d.args)-1]]
 			if !ok {
@@ -141,6 +199,8 @@ func (f *fakeDocker) verbs() []string {
 			v = append(v, "compose "+c.args[slices.IndexFunc(c.args[1:], func(s string) bool {
 				return s == "config" || s == "up" || s == "ps" || s == "down" || s == "logs"
 			})+1])
+		} else if c.args[0] == "network" || c.args[0] == "volume" {
+			v = append(v, c.args[0]+" "+c.args[1])
 		} else {
 			v = append(v, c.args[0])
 		}
@@ -275,6 +335,10 @@ func TestUp(t *testing.T) {
 				"up: launcher (sharness-launcher-1): running, healthy after ",
 				"up: net (sharness-net-1): running after ",
 				"start the agent with:\n  SHARNESS_AI_POLICY_HASH=" + m + " docker compose -p sharness -f docker-compose.yml",
+				// kms made a new identity: one line says how to seal the key to it, reading it into
+				// the shell, never in argv.
+				"\nup: kms has a new identity this session: seal the key to it before you start the agent: " +
+					`sharness-ai kms bundle -p sharness --wait 30s --out /tmp/kms.json && read -rsp 'anthropic-api-key: ' KEY && echo && printf %s "$KEY" | sharness-ai secret seal --to /tmp/kms.json anthropic-api-key; unset KEY` + "\nup: sharness is up",
 			} {
 				if !strings.Contains(errOut, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, errOut)
@@ -426,10 +490,20 @@ func TestStatus(t *testing.T) {
 		runtime map[string]string
 		code    int
 		bad     []string // substrings of the refusal
+		out     []string // substrings of the table
 	}{
 		{name: "all healthy", ps: healthyPS(), code: ExitOK},
 		{name: "agent running too", ps: append(healthyPS(), psLine("agent", "running", "")), code: ExitOK},
-		{name: "agent exited is fine", ps: append(healthyPS(), psLine("agent", "exited", "")), code: ExitOK},
+		{name: "agent exited 0 is fine", ps: append(healthyPS(), psLine("agent", "exited", "")), code: ExitOK, out: []string{"agent     exited (0)"}},
+		{name: "agent exited 1 failed", ps: append(healthyPS(), psExit("agent", 1)), code: ExitRefused,
+			bad: []string{"sharness-ai: failed: agent (exited with code 1)"}, out: []string{"exited (1)", "FAIL: exited with code 1"}},
+		{name: "a run agent exited 3 failed", ps: append(healthyPS(), strings.ReplaceAll(psExit("agent", 3), "sharness-agent-1", "sharness-agent-run-1a2b3c")), code: ExitRefused,
+			bad: []string{"agent (exited with code 3)"}},
+		{name: "any service exited non-zero failed", ps: append(healthyPS("world"), psExit("world", 2)), code: ExitRefused, bad: []string{"world (exited with code 2)"}},
+		{name: "a component killed", ps: append(healthyPS("kms"), psExit("kms", 137)), code: ExitRefused, bad: []string{"kms (exited with code 137)"}},
+		{name: "a component exited 0 is still down", ps: append(healthyPS("kms"), psLine("kms", "exited", "")), code: ExitRefused, bad: []string{"kms (state exited)"}},
+		{name: "agent under runc and exited 1", ps: append(healthyPS(), psExit("agent", 1)), runtime: map[string]string{"id-agent": "runc"}, code: ExitRefused,
+			bad: []string{`agent (exited with code 1; runtime "runc", not sharness)`}},
 		{name: "unhealthy", ps: append(healthyPS("fs"), psLine("fs", "running", "unhealthy")), code: ExitRefused, bad: []string{"fs (health unhealthy)"}},
 		{name: "starting", ps: append(healthyPS("bash"), psLine("bash", "running", "starting")), code: ExitRefused, bad: []string{"bash (health starting)"}},
 		{name: "missing", ps: healthyPS("kms", "llm"), code: ExitRefused, bad: []string{"kms (not created)", "llm (not created)"}},
@@ -450,6 +524,11 @@ func TestStatus(t *testing.T) {
 					t.Errorf("stderr lacks %q:\n%s", s, errOut)
 				}
 			}
+			for _, s := range tc.out {
+				if !strings.Contains(out, s) {
+					t.Errorf("stdout lacks %q:\n%s", s, out)
+				}
+			}
 			if c := f.call("compose ps"); c == nil || !slices.Equal(c.args, []string{"compose", "-p", "sharness", "ps", "--all", "--format", "json"}) {
 				t.Errorf("compose ps call: %v", c)
 			}
@@ -462,7 +541,7 @@ func TestStatus(t *testing.T) {
 
 func TestStatusJSON(t *testing.T) {
 	copyTree(t, "policies")
-	f := &fakeDocker{ps: append(healthyPS("fs"), psLine("fs", "running", "unhealthy"))}
+	f := &fakeDocker{ps: append(healthyPS("fs"), psLine("fs", "running", "unhealthy"), psExit("agent", 1))}
 	f.install(t)
 	code, out, _ := run(t, "status", "-p", "demo", "--json")
 	if code != ExitRefused {
@@ -479,7 +558,7 @@ func TestStatusJSON(t *testing.T) {
 	want := map[string]stack.Row{
 		"fs":    {Service: "fs", Container: "sharness-fs-1", State: "running", Health: "unhealthy", Runtime: "sharness", Component: true, Problem: "health unhealthy"},
 		"kms":   {Service: "kms", Container: "sharness-kms-1", State: "running", Runtime: "sharness", Component: true},
-		"agent": {Service: "agent", State: "absent", Component: true},
+		"agent": {Service: "agent", Container: "sharness-agent-1", State: "exited", ExitCode: ptr(1), Runtime: "sharness", Component: true, Problem: "exited with code 1"},
 		"world": {Service: "world", Container: "sharness-world-1", State: "running"},
 	}
 	for s, w := range want {
@@ -492,44 +571,99 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
+// TestDown: down removes every container and network of the project, the ones `docker compose
+// run` started (which compose's down leaves, with the networks they hold) too, stopping the run
+// agent before compose stops the components, and lists the volumes it kept; it refuses, naming
+// it, when something of the project is still there.
 func TestDown(t *testing.T) {
 	t.Setenv("COMPOSE_PROJECT_NAME", "")
-	vols := []string{"sharness_audit-kms", "sharness_audit-net", "sharness_gate-fs", "sharness_identity-kms", "old-sharness_audit-kms"}
+	vols := []string{"sharness_audit-kms", "sharness_audit-net", "sharness_gate-fs", "old-sharness_audit-kms"}
+	edges := []string{"sharness_edge-agent-bash", "sharness_edge-agent-fs", "sharness_edge-agent-llm", "sharness_edge-agent-net"}
+	stack := []fakeContainer{{id: "c-kms", name: "sharness-kms-1", state: "running", service: "kms"}, {id: "c-net", name: "sharness-net-1", state: "running", service: "net"}}
+	runAgent := fakeContainer{id: "c-run", name: "sharness-agent-run-1a2b3c", state: "running", service: "agent", oneOff: true}
+	label := "label=com.docker.compose.project=sharness"
 	tests := []struct {
-		name      string
-		args      []string
-		down      []string
-		out, warn []string
+		name       string
+		args       []string
+		f          *fakeDocker
+		code       int
+		calls      []string
+		down       []string // compose down's arguments
+		stop       []string // the first docker stop's arguments
+		out, warn  []string
+		unexpected []string // in stdout
 	}{
-		{name: "keeps volumes", down: []string{"compose", "-p", "sharness", "down"},
-			out: []string{"kept its audit and gate volumes", "  sharness_audit-kms\n", "  sharness_audit-net\n", "  sharness_gate-fs\n"}},
-		{name: "other project", args: []string{"-p", "demo"}, down: []string{"compose", "-p", "demo", "down"}},
-		{name: "--volumes is explicit", args: []string{"--volumes"}, down: []string{"compose", "-p", "sharness", "down", "--volumes"},
-			out: []string{"deleted"}, warn: []string{"WARNING", "audit record"}},
+		{name: "keeps volumes", f: &fakeDocker{containers: stack, networks: edges}, code: ExitOK,
+			calls: []string{"ps", "compose down", "ps", "network ls", "volume ls", "volume ls", "volume ls"},
+			down:  []string{"compose", "-p", "sharness", "down", "--remove-orphans"},
+			out: []string{"down: sharness is down: no container nor network of it is left\n",
+				"down: kept 3 volumes on purpose: the audit record (sharness_audit-*) and the gate's state (sharness_gate-*) outlive the stack",
+				"  sharness_audit-kms\n", "  sharness_audit-net\n", "  sharness_gate-fs\n"},
+			unexpected: []string{"old-sharness", "removed by their labels"}},
+		{name: "a compose run agent and its four networks", f: &fakeDocker{containers: append(slices.Clone(stack), runAgent), networks: edges, downKeepsNets: true}, code: ExitOK,
+			calls: []string{"ps", "stop", "rm", "compose down", "ps", "network ls", "network rm", "ps", "network ls", "volume ls", "volume ls", "volume ls"},
+			stop:  []string{"stop", "--time", "10", "c-run"},
+			out: []string{"down: sharness is down: no container nor network of it is left (removed by their labels, as docker compose down leaves them: sharness-agent-run-1a2b3c, sharness_edge-agent-bash, sharness_edge-agent-fs, sharness_edge-agent-llm, sharness_edge-agent-net)\n",
+				"  sharness_audit-kms\n"},
+			warn: []string{"down: stopping and removing container sharness-agent-run-1a2b3c (service agent, running, started by docker compose run)\n",
+				"down: removing network sharness_edge-agent-bash, which docker compose down left\n"}},
+		{name: "an exited run agent", f: &fakeDocker{containers: []fakeContainer{{id: "c-run", name: "sharness-agent-run-9f", state: "exited", service: "agent", oneOff: true}}}, code: ExitOK,
+			stop: []string{"stop", "--time", "10", "c-run"}, out: []string{"as docker compose down leaves them: sharness-agent-run-9f)"}},
+		{name: "compose down fails: the labels do the work", f: &fakeDocker{containers: stack, networks: edges, downErr: errors.New("exit status 1"), downKeepsNets: true}, code: ExitOK,
+			warn: []string{"down: docker compose -p sharness down --remove-orphans: exit status 1: removing what is left of sharness by its labels\n"},
+			out:  []string{"sharness is down"}},
+		{name: "something stays", f: &fakeDocker{containers: []fakeContainer{{id: "c-run", name: "sharness-agent-run-1a", state: "running", service: "agent", oneOff: true, stuck: true}}, networks: edges[:1], downKeepsNets: true},
+			code: ExitRefused, warn: []string{"sharness-ai: down: sharness is not gone: container sharness-agent-run-1a, network sharness_edge-agent-bash still there after 10ms",
+				"network sharness_edge-agent-bash has active endpoints"}},
+		{name: "other project", args: []string{"-p", "demo"}, f: &fakeDocker{}, code: ExitOK, down: []string{"compose", "-p", "demo", "down", "--remove-orphans"}},
+		{name: "--volumes is explicit", args: []string{"--volumes"}, f: &fakeDocker{networks: edges}, code: ExitOK,
+			down: []string{"compose", "-p", "sharness", "down", "--remove-orphans", "--volumes"},
+			out:  []string{"its volumes, the audit record with them, are deleted"}, warn: []string{"WARNING", "audit record"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakeDocker{volumes: vols}
+			f := tc.f
+			f.volumes, f.containers, f.networks = slices.Clone(vols), slices.Clone(f.containers), slices.Clone(f.networks)
 			f.install(t)
 			code, out, errOut := run(t, append([]string{"down"}, tc.args...)...)
-			if code != ExitOK {
-				t.Fatalf("exit %d\n%s%s", code, out, errOut)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\n%s%s", code, tc.code, out, errOut)
 			}
-			if diff := cmp.Diff(tc.down, f.calls[0].args); diff != "" {
-				t.Errorf("down args (-want +got):\n%s", diff)
+			if tc.calls != nil {
+				if diff := cmp.Diff(tc.calls, f.verbs()); diff != "" {
+					t.Errorf("docker calls (-want +got):\n%s", diff)
+				}
+			}
+			if c := f.call("ps"); c == nil || !slices.Contains(c.args, label) && !slices.Contains(tc.args, "demo") {
+				t.Errorf("docker ps %v: want the project's label", c)
+			}
+			if tc.down != nil {
+				if c := f.call("compose down"); c == nil || !cmp.Equal(tc.down, c.args) {
+					t.Errorf("compose down %v, want %v", c, tc.down)
+				}
+			}
+			if tc.stop != nil {
+				if c := f.call("stop"); c == nil || !cmp.Equal(tc.stop, c.args) {
+					t.Errorf("docker stop %v, want %v", c, tc.stop)
+				}
 			}
 			for _, c := range f.calls {
-				if slices.Contains(c.args, "-v") || (slices.Contains(c.args, "--volumes") && !slices.Contains(tc.args, "--volumes")) {
+				if c.args[0] == "volume" && c.args[1] == "rm" && !slices.Contains(tc.args, "--volumes") {
 					t.Errorf("docker %v removes volumes", c.args)
 				}
+			}
+			if slices.Contains(tc.args, "--volumes") && len(f.volumes) != 1 { // old-sharness_audit-kms is another project's
+				t.Errorf("volumes left after down --volumes: %q", f.volumes)
 			}
 			for _, s := range tc.out {
 				if !strings.Contains(out, s) {
 					t.Errorf("stdout lacks %q:\n%s", s, out)
 				}
 			}
-			if strings.Contains(out, "old-sharness") || strings.Contains(out, "identity") {
-				t.Errorf("stdout lists a volume that is not the project's audit or gate:\n%s", out)
+			for _, s := range tc.unexpected {
+				if strings.Contains(out, s) {
+					t.Errorf("stdout has %q:\n%s", s, out)
+				}
 			}
 			for _, s := range tc.warn {
 				if !strings.Contains(errOut, s) {
@@ -539,3 +673,5 @@ func TestDown(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

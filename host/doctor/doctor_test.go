@@ -63,10 +63,16 @@ func TestChecks(t *testing.T) {
 	}{
 		{"engine fixed", engineCheck, Facts{Engine: Engine{Version: "26.0.0"}}, OK, "has the CVE-2024-29018 fix"},
 		{"engine 23.0.11", engineCheck, Facts{Engine: Engine{Version: "23.0.11"}}, OK, "fix"},
-		{"engine 25.0.4, loopback resolver", engineCheck, Facts{Engine: Engine{Version: "25.0.4"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.1\n"}}, Degraded, "names a loopback resolver (127.0.0.1)"},
-		{"engine 20.10, no loopback resolver", engineCheck, Facts{Engine: Engine{Version: "20.10.24+dfsg1"}, Files: map[string]string{PathResolv: "nameserver 10.255.255.53\n"}}, Degraded, "condition is absent for now"},
-		{"engine 24, systemd-resolved stub, loopback upstream", engineCheck, Facts{Engine: Engine{Version: "24.0.7"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.53\n", PathResolvUpstream: "nameserver 127.0.1.1\nnameserver 192.0.2.1\n"}}, Degraded, "(127.0.1.1)"},
-		{"engine 24, systemd-resolved stub, real upstream", engineCheck, Facts{Engine: Engine{Version: "24.0.7"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.53\n", PathResolvUpstream: "nameserver 192.0.2.1\n"}}, Degraded, "no loopback resolver"},
+		{"engine 25.0.4, loopback resolver", engineCheck, Facts{Engine: Engine{Version: "25.0.4"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.1\n"}}, OK, "ok for the stack, closed by its own DNS design"},
+		{"engine 25.0.4, other containers leak", engineCheck, Facts{Engine: Engine{Version: "25.0.4"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.1\n"}}, OK, "Other containers on this engine's internal networks with default DNS do reach the host's loopback resolver (127.0.0.1)"},
+		{"engine 20.10, no loopback resolver", engineCheck, Facts{Engine: Engine{Version: "20.10.24+dfsg1"}, Files: map[string]string{PathResolv: "nameserver 10.255.255.53\n"}}, OK,
+			"Docker Engine 20.10.24+dfsg1 predates the CVE-2024-29018 fix (26.0.0, 25.0.5, 23.0.11): ok for the stack, closed by its own DNS design: its containers on internal networks get dns 0.0.0.0, which the engine never forwards from the host's namespace (e2e TestWall, on Engine 20.10 with the leak's condition in place)"},
+		{"engine 20.10, loopback resolver", engineCheck, Facts{Engine: Engine{Version: "20.10.24+dfsg1"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.1\n"}}, OK, "e2e TestWall"},
+		{"engine 20.10, the live probe saw a leak", engineCheck, Facts{Engine: Engine{Version: "20.10.24+dfsg1"}, Live: Live{Ran: true, Leaked: []string{"abc.sharness-doctor.invalid"}}}, Degraded, "the live probe saw it forward a query to the host's loopback (the dns-leak line)"},
+		{"engine 20.10, the live probe saw none", engineCheck, Facts{Engine: Engine{Version: "20.10.24+dfsg1"}, Live: Live{Ran: true}}, OK, "ok for the stack"},
+		{"engine fixed, no upgrade asked", engineCheck, Facts{Engine: Engine{Version: "29.1.0"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.1\n"}}, OK, "Docker Engine 29.1.0 (has the CVE-2024-29018 fix)"},
+		{"engine 24, systemd-resolved stub, loopback upstream", engineCheck, Facts{Engine: Engine{Version: "24.0.7"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.53\n", PathResolvUpstream: "nameserver 127.0.1.1\nnameserver 192.0.2.1\n"}}, OK, "(127.0.1.1)"},
+		{"engine 24, systemd-resolved stub, real upstream", engineCheck, Facts{Engine: Engine{Version: "24.0.7"}, Files: map[string]string{PathResolv: "nameserver 127.0.0.53\n", PathResolvUpstream: "nameserver 192.0.2.1\n"}}, OK, "ok for the stack"},
 		{"engine unparsable", engineCheck, Facts{Engine: Engine{Version: "dev"}}, Degraded, "not a version"},
 		{"engine missing", engineCheck, Facts{Engine: Engine{Err: errors.New("Cannot connect to the Docker daemon")}}, Fail, "start one (hack/engine.sh start)"},
 
@@ -125,6 +131,9 @@ func TestChecks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, detail := tc.check(tc.facts)
+			if got == OK && strings.Contains(detail, "upgrade") { // an ok line asks nothing of the person
+				t.Errorf("ok, but asks for an upgrade: %q", detail)
+			}
 			if got != tc.want || !strings.Contains(detail, tc.in) {
 				t.Errorf("got %s %q, want %s containing %q", got, detail, tc.want, tc.in)
 			}

@@ -30,6 +30,8 @@ func (p Project) args(rest ...string) []string {
 // Container is one container as the engine describes it.
 type Container struct {
 	ID, Name, Service, State, Health string
+	ExitCode                         int  // the exit code of an exited container
+	OneOff                           bool // started by `docker compose run`, not by up
 }
 
 // ComposeImages returns the image of each service of the project, as compose resolves the files
@@ -106,10 +108,12 @@ func (d *Docker) ComposeLogs(ctx context.Context, p Project, service string, tai
 	return out, nil
 }
 
-// ComposeDown stops and removes the project's containers and networks, and with volumes its
-// volumes as well; compose's own progress goes to out.
+// ComposeDown stops and removes the project's containers and networks, those of services no
+// longer in its files too (--remove-orphans), and with volumes its volumes as well; compose's own
+// progress goes to out. Compose leaves `docker compose run` containers, and the networks they
+// hold, in place: ProjectContainers and ProjectNetworks find them.
 func (d *Docker) ComposeDown(ctx context.Context, p Project, volumes bool, out io.Writer) error {
-	args := p.args("down")
+	args := p.args("down", "--remove-orphans")
 	if volumes {
 		args = append(args, "--volumes")
 	}

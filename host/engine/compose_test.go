@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -28,6 +29,8 @@ func TestParsePS(t *testing.T) {
 			want: []Container{{ID: "id-kms", Name: "sharness-kms-1", Service: "kms", State: "running"}, {ID: "id-fs", Name: "sharness-fs-1", Service: "fs", State: "running", Health: "unhealthy"}}},
 		{name: "array (older compose)", in: "[" + psLine("net", "exited", "") + "]\n",
 			want: []Container{{ID: "id-net", Name: "sharness-net-1", Service: "net", State: "exited"}}},
+		{name: "an exit code", in: strings.Replace(psLine("agent", "exited", ""), `"ExitCode":0`, `"ExitCode":1`, 1) + "\n",
+			want: []Container{{ID: "id-agent", Name: "sharness-agent-1", Service: "agent", State: "exited", ExitCode: 1}}},
 		{name: "no containers", in: "", want: nil},
 		{name: "garbage", in: "{\"Service\":", wantErr: true},
 	}

@@ -10,7 +10,9 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // ServerVersion is the engine's version. Without an engine, docker prints the client's half and
@@ -100,9 +102,47 @@ func (d *Docker) Run(ctx context.Context, r RunSpec) error {
 	return err
 }
 
-// RemoveContainer removes a container, stopping it first.
-func (d *Docker) RemoveContainer(ctx context.Context, name string) error {
-	_, err := d.output(ctx, nil, "rm", "-f", name)
+// projectLabel is the label compose puts on every container, network and volume of a project.
+const projectLabel = "com.docker.compose.project"
+
+// ProjectContainers returns every container of a compose project, running or not, found by
+// compose's labels: those `docker compose run` started too, and without the project's files.
+func (d *Docker) ProjectContainers(ctx context.Context, project string) ([]Container, error) {
+	out, err := d.output(ctx, nil, "ps", "--all", "--no-trunc", "--filter", "label="+projectLabel+"="+project,
+		"--format", `{{.ID}}\t{{.Names}}\t{{.State}}\t{{.Label "com.docker.compose.service"}}\t{{.Label "com.docker.compose.oneoff"}}`)
+	if err != nil {
+		return nil, err
+	}
+	var cs []Container
+	for line := range strings.Lines(string(out)) {
+		if line = strings.TrimRight(line, "\r\n"); line == "" {
+			continue
+		}
+		f := strings.Split(line, "\t")
+		if len(f) != 5 || f[0] == "" {
+			return nil, fmt.Errorf("read docker ps output: line %q is not ID, name, state, service and one-off", line)
+		}
+		cs = append(cs, Container{ID: f[0], Name: f[1], State: f[2], Service: f[3], OneOff: f[4] == "True"})
+	}
+	return cs, nil
+}
+
+// StopContainers stops containers as `docker stop` does: SIGTERM, then SIGKILL after timeout, so
+// that a component has the time to sign its log's shutdown checkpoint.
+func (d *Docker) StopContainers(ctx context.Context, timeout time.Duration, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := d.output(ctx, nil, append([]string{"stop", "--time", strconv.Itoa(int(timeout.Seconds()))}, ids...)...)
+	return err
+}
+
+// RemoveContainer removes containers, stopping (killing) any still running first.
+func (d *Docker) RemoveContainer(ctx context.Context, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := d.output(ctx, nil, append([]string{"rm", "-f"}, names...)...)
 	return err
 }
 
@@ -171,9 +211,39 @@ func (d *Docker) CreateNetwork(ctx context.Context, n Network) error {
 	return err
 }
 
-// RemoveNetwork removes a network.
-func (d *Docker) RemoveNetwork(ctx context.Context, name string) error {
-	_, err := d.output(ctx, nil, "network", "rm", name)
+// RemoveNetwork removes networks.
+func (d *Docker) RemoveNetwork(ctx context.Context, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := d.output(ctx, nil, append([]string{"network", "rm"}, names...)...)
+	return err
+}
+
+// ProjectNetworks returns the names of a compose project's networks, found by compose's label.
+func (d *Docker) ProjectNetworks(ctx context.Context, project string) ([]string, error) {
+	out, err := d.output(ctx, nil, "network", "ls", "--filter", "label="+projectLabel+"="+project, "--format", "{{.Name}}")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// ProjectVolumes returns the names of a compose project's volumes, found by compose's label.
+func (d *Docker) ProjectVolumes(ctx context.Context, project string) ([]string, error) {
+	out, err := d.output(ctx, nil, "volume", "ls", "--filter", "label="+projectLabel+"="+project, "--format", "{{.Name}}")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}
+
+// RemoveVolumes deletes volumes, and what they hold.
+func (d *Docker) RemoveVolumes(ctx context.Context, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := d.output(ctx, nil, append([]string{"volume", "rm"}, names...)...)
 	return err
 }
 

@@ -28,8 +28,11 @@ import (
 )
 
 // Log is one log to read: a file and, when known from where it was found (a project's volume),
-// the component it must belong to.
-type Log struct{ File, Component string }
+// the component it must belong to, and whether that component runs (MarkRunning).
+type Log struct {
+	File, Component string
+	Running         bool // its writer runs: an unsigned tail is not yet checkpointed, not cut
+}
 
 // ProjectLogs finds the audit logs of compose project p: <mountpoint>/audit.jsonl of each volume
 // <project>_audit-<component>, in component order. The volumes' files are root's on the host.
@@ -40,9 +43,26 @@ func ProjectLogs(ctx context.Context, p stack.Project) ([]Log, error) {
 	}
 	var logs []Log
 	for _, v := range vols {
-		logs = append(logs, Log{filepath.Join(v.Dir, audit.FileName), v.Component})
+		logs = append(logs, Log{File: filepath.Join(v.Dir, audit.FileName), Component: v.Component})
 	}
 	return logs, nil
+}
+
+// MarkRunning marks the logs whose component has a running container in project p, as the
+// engine says: the log of a running component legitimately ends after its last signed
+// checkpoint, and Scan reports that tail as not yet checkpointed instead of failing it. Every
+// other log is verified strictly, to its shutdown checkpoint. Nothing signed is taken on the
+// engine's word: the lines up to the last checkpoint verify as always, and the tail is only ever
+// reported unsigned. (Whoever controls the engine can also write the volumes.)
+func MarkRunning(ctx context.Context, p stack.Project, logs []Log) error {
+	running, err := p.Running(ctx)
+	if err != nil {
+		return fmt.Errorf("find the project's running components: %w", err)
+	}
+	for i := range logs {
+		logs[i].Running = logs[i].Component != "" && running[logs[i].Component]
+	}
+	return nil
 }
 
 // Files expands the arguments into logs: files as given, folders to their *.jsonl files.
@@ -131,17 +151,17 @@ type Result struct {
 }
 
 // Scan reads every log, verifying it against tr (or only its structure with tr nil), and hands
-// each event on with its file. Reading errors are errors; a log that does not verify is a
-// result, and so is a project's volume without its log, or a log tr.FinalSeq names that is not
-// among logs.
+// each event on with its file; a log marked Running is verified as with tr.AllowRunning. Reading
+// errors are errors; a log that does not verify is a result, and so is a project's volume
+// without its log, or a log tr.FinalSeq names that is not among logs.
 func Scan(logs []Log, tr *audit.Trust, each func(string, audit.Entry)) ([]Result, error) {
 	var results []Result
 	seen := map[string]string{}
 	for _, l := range logs {
 		file, trust := l.File, tr
-		if tr != nil && l.Component != "" {
+		if tr != nil && (l.Component != "" || l.Running) {
 			own := *tr
-			own.Component, trust = l.Component, &own
+			own.Component, own.AllowRunning, trust = l.Component, tr.AllowRunning || l.Running, &own
 		}
 		f, err := os.Open(file)
 		if l.Component != "" && errors.Is(err, fs.ErrNotExist) {

@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 // kmsService is kms's service in the compose file.
@@ -63,4 +65,34 @@ func LastBundle(logs []byte) (*seal.Bundle, error) {
 		return nil, errors.New("no " + strings.TrimSpace(seal.BundleLogPrefix) + " line in the kms logs: is the stack up, and kms started?")
 	}
 	return seal.ParseBundle([]byte(last))
+}
+
+// BundleFile is where SealCommand has the person write the running kms's bundle.
+const BundleFile = "/tmp/kms.json"
+
+// SealCommand is the shell line that seals the policy's API keys (each llm's key_secret) to p's
+// running kms, or "" when p.Policy has no kms. kms makes a new identity every session, so a key
+// sealed to an earlier one cannot be opened: after every up it is sealed again. The key goes
+// from the terminal into the shell (read -rs) and on through a pipe, never through argv, which
+// every process of the host can read.
+func (p Project) SealCommand() string {
+	var names []string
+	hasKMS := false
+	for _, c := range p.Policy.Components {
+		hasKMS = hasKMS || c.Kind == pbp.KindKMS
+		if l := c.Business.LLM; l != nil && l.KeySecret != "" && !slices.Contains(names, l.KeySecret) {
+			names = append(names, l.KeySecret)
+		}
+	}
+	if !hasKMS {
+		return ""
+	}
+	if len(names) == 0 {
+		names = []string{"NAME"} // a kms that serves secrets no llm names: the person knows which
+	}
+	line := fmt.Sprintf("sharness-ai kms bundle -p %s --wait 30s --out %s", p.Name, BundleFile)
+	for _, n := range names {
+		line += fmt.Sprintf(" && read -rsp '%s: ' KEY && echo && printf %%s \"$KEY\" | sharness-ai secret seal --to %s %s", n, BundleFile, n)
+	}
+	return line + "; unset KEY"
 }

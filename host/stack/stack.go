@@ -94,3 +94,22 @@ func (p Project) Volumes(ctx context.Context, kind string) ([]Volume, error) {
 	slices.SortFunc(vols, func(a, b Volume) int { return strings.Compare(a.Component, b.Component) })
 	return vols, nil
 }
+
+// Running is the set of p's services with a running container, found by compose's project label
+// (without p's files).
+func (p Project) Running(ctx context.Context) (map[string]bool, error) {
+	if !IsProject(p.Name) {
+		return nil, fmt.Errorf("--project %q is not a compose project name", p.Name)
+	}
+	cs, err := p.Engine.ProjectContainers(ctx, p.Name)
+	if err != nil {
+		return nil, err
+	}
+	running := map[string]bool{}
+	for _, c := range cs {
+		if c.State == "running" {
+			running[c.Service] = true
+		}
+	}
+	return running, nil
+}
