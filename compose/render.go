@@ -206,12 +206,13 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 			// placeholder llm throws away.
 			s.Environment["ANTHROPIC_BASE_URL"] = ptr(fmt.Sprintf("http://%s:%d", to.Name, LLMPort))
 			s.Environment["ANTHROPIC_API_KEY"] = ptr(PlaceholderAPIKey)
-		case to.Kind == pbp.KindBash:
-			s.Environment["SHARNESS_AI_BASH_MCP"] = ptr(fmt.Sprintf("http://%s:%d/mcp", to.Name, BashPort))
-		case to.Kind == pbp.KindFS:
-			s.Environment["SHARNESS_AI_FS_URL"] = ptr(fmt.Sprintf("http://%s:%d", to.Name, FSPort))
-			s.Environment["SHARNESS_AI_FS_MCP"] = ptr(fmt.Sprintf("http://%s:%d/mcp", to.Name, FSPort))
 		}
+	}
+	// Where its bash and fs listen: the compiled spec carries the same, and the runtime shim
+	// refuses any other value.
+	for _, kv := range compile.EdgeEnv(m, c) {
+		k, v, _ := strings.Cut(kv, "=")
+		s.Environment[k] = ptr(v)
 	}
 	if _, proxied := s.Environment["HTTPS_PROXY"]; proxied {
 		// The component's other edges are reached directly: through net they would be refused.
@@ -233,7 +234,8 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 		// No memlock ulimit: raising it needs CAP_SYS_RESOURCE in the engine, which some hosts
 		// (this project's CI among them) do not give, and then no container starts. kms locks
 		// all its memory only when the limit is unlimited, and reports the degradation when not
-		// (images/kms/hygiene); an override file can raise it where the engine may.
+		// (images/kms/hygiene). An override file cannot raise it under the runtime shim, which
+		// refuses an rlimit the compiled spec does not set: that would take the policy.
 	}
 	for _, w := range pbp.WorkspaceMounts(c) {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: path.Join(workspaceSource, w.Rel),

@@ -3,12 +3,18 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,47 +24,47 @@ import (
 )
 
 // bundleDirs are where Docker's containerd keeps each running container's OCI bundle: Engine
-// 20.10's own containerd, then a system containerd.
-var bundleDirs = []string{
-	"/run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby",
-	"/run/containerd/io.containerd.runtime.v2.task/moby",
-}
+// 20.10's own containerd, then a system containerd. containerdSockets are the same two
+// containerds' sockets, for `ctr`.
+var (
+	bundleDirs = []string{
+		"/run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby",
+		"/run/containerd/io.containerd.runtime.v2.task/moby",
+	}
+	containerdSockets = []string{"/run/docker/containerd/containerd.sock", "/run/containerd/containerd.sock"}
+)
+
+// envFixtures names the folder TestShimFixtures writes to (host/shim/testdata/docker-20.10).
+const envFixtures = "SHARNESS_SHIM_FIXTURES"
 
 // TestShimRunsTheStack runs the default stack with the offline world, as hack/up.sh does: every
 // service of docker-compose.yml asks for runtime sharness. For each SHarness container the test
-// reads the OCI bundle the engine handed the shim and the shim rewrote: the engine's runtime is
-// sharness; the process is wrapped in the Landlock helper (bash, per_command, is not); and with
-// the helper taken off, the shim's own check passes against the compiled config.json of its
-// component. The world and the model (no marker) pass through to runc unchanged.
+// reads the spec the engine wrote (from containerd, since the shim rewrote the bundle's copy) and
+// the bundle runc ran: the engine's runtime is sharness; the engine's spec, narrowed as the shim
+// narrows it, passes the shim's check against its component's compiled config.json with the
+// facts of this host; and the bundle is what the shim handed runc: the process wrapped in the
+// Landlock helper (bash, per_command, is not), every compiled nosuid, nodev and noexec on its
+// mount, every bind source without a symbolic link. The world and the model (no marker) pass
+// through to runc unchanged.
 func TestShimRunsTheStack(t *testing.T) {
 	requireShim(t)
 	root := repoRoot(t)
 	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	services := []string{"launcher", "net", "llm", "kms", "bash", "fs", "world", "model"}
-	if out, err := s.compose(ctx, append([]string{"up", "--pull", "never", "--detach", "--wait"}, services...)...); err != nil {
-		t.Fatalf("docker compose up: %v\n%s", err, out)
-	}
-	if out, err := s.compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle"); err != nil {
-		t.Fatalf("docker compose run agent: %v\n%s", err, out)
-	}
-	out, err := s.compose(ctx, "ps", "--all", "--quiet")
-	if err != nil {
-		t.Fatalf("docker compose ps: %v\n%s", err, out)
-	}
+	ids := upStack(t, ctx, s)
 	seen := map[string]bool{}
-	for _, id := range strings.Fields(string(out)) {
-		got := bundleSpec(t, id)
+	for _, id := range ids {
+		engine, bundle := containerdSpec(t, ctx, id), bundleSpec(t, id)
 		rt, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.HostConfig.Runtime}}", id).Output()
 		if err != nil {
 			t.Fatalf("docker inspect %.12s: %v", id, err)
 		}
-		component, policy, marked := shim.Identify(got)
+		component, policy, marked := shim.Identify(engine)
 		if !marked {
 			seen["unmarked"] = true
-			if unwrap(got) {
-				t.Errorf("container %.12s (no marker) was wrapped in the Landlock helper", id)
+			if !reflect.DeepEqual(engine, bundle) {
+				t.Errorf("container %.12s (no marker): the bundle differs from what the engine wrote", id)
 			}
 			continue
 		}
@@ -70,25 +76,127 @@ func TestShimRunsTheStack(t *testing.T) {
 		if strings.TrimSpace(string(rt)) != "sharness" {
 			t.Errorf("%s runs under runtime %q, want sharness", component, strings.TrimSpace(string(rt)))
 		}
-		if wrapped := unwrap(got); wrapped == (component == "bash") {
-			t.Errorf("%s: wrapped in the Landlock helper = %v, want %v", component, wrapped, component != "bash")
-		}
-		data, err := os.ReadFile(filepath.Join(root, "compiled", component, "config.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := shim.LoadSpec(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range shim.Check(want, got) {
+		want := compiledSpec(t, root, component)
+		shim.Narrow(want, engine)
+		for _, r := range shim.Check(want, engine, shim.HostFacts(id, engine)) {
 			t.Errorf("%s: the shim would refuse %s: want %s, got %s", component, r.Field, r.Want, r.Got)
 		}
+		if wrapped := unwrap(bundle); wrapped == (component == "bash") {
+			t.Errorf("%s: wrapped in the Landlock helper = %v, want %v", component, wrapped, component != "bash")
+		}
+		checkHandedOver(t, component, want, bundle)
 	}
-	for _, c := range append(services[:6], "agent", "unmarked") {
+	for _, c := range []string{"launcher", "net", "llm", "kms", "bash", "fs", "agent", "unmarked"} {
 		if !seen[c] {
 			t.Errorf("no running container of %s was checked", c)
 		}
+	}
+}
+
+// upStack starts the stack's services and a detached agent, and returns every container's id.
+func upStack(t *testing.T, ctx context.Context, s *stack) []string {
+	t.Helper()
+	services := []string{"launcher", "net", "llm", "kms", "bash", "fs", "world", "model"}
+	if out, err := s.compose(ctx, append([]string{"up", "--pull", "never", "--detach", "--wait"}, services...)...); err != nil {
+		t.Fatalf("docker compose up: %v\n%s", err, out)
+	}
+	if out, err := s.compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle"); err != nil {
+		t.Fatalf("docker compose run agent: %v\n%s", err, out)
+	}
+	out, err := s.compose(ctx, "ps", "--all", "--quiet")
+	if err != nil {
+		t.Fatalf("docker compose ps: %v\n%s", err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// checkHandedOver: the bundle runc ran has each compiled nosuid, nodev and noexec on the mount at
+// the same destination, and its bind sources are names without a symbolic link.
+func checkHandedOver(t *testing.T, component string, want, bundle *specs.Spec) {
+	t.Helper()
+	flags := map[string][]string{}
+	for _, m := range want.Mounts {
+		for _, f := range []string{"nosuid", "nodev", "noexec"} {
+			if slices.Contains(m.Options, f) {
+				flags[m.Destination] = append(flags[m.Destination], f)
+			}
+		}
+	}
+	for _, m := range bundle.Mounts {
+		for _, f := range flags[m.Destination] {
+			if !slices.Contains(m.Options, f) {
+				t.Errorf("%s: mount %s runs without %s (options %v)", component, m.Destination, f, m.Options)
+			}
+		}
+		if m.Type != "bind" || m.Destination == shim.HelperMount {
+			continue
+		}
+		if real, err := filepath.EvalSymlinks(m.Source); err != nil || real != m.Source {
+			t.Errorf("%s: mount %s's source %s was handed to runc unresolved (%s, %v)", component, m.Destination, m.Source, real, err)
+		}
+	}
+}
+
+func compiledSpec(t *testing.T, root, component string) *specs.Spec {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "compiled", component, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := shim.LoadSpec(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// TestShimFixtures regenerates host/shim/testdata/docker-20.10, the specs Docker 20.10 writes for
+// the stack and the offline world, so that the shim's unit tests judge what the engine really
+// writes: SHARNESS_SHIM_FIXTURES=$PWD/host/shim/testdata/docker-20.10 hack/e2e.sh -run
+// TestShimFixtures. Every service runs under runc, so that each bundle holds the engine's spec
+// unrewritten. Certificates and keys in the environment (the world's throwaway ones) are elided.
+// Without the variable it is skipped.
+func TestShimFixtures(t *testing.T) {
+	dir := os.Getenv(envFixtures)
+	if dir == "" {
+		t.Skip("set " + envFixtures + "=DIR to regenerate host/shim/testdata/docker-20.10")
+	}
+	requireShim(t)
+	root := repoRoot(t)
+	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
+	var overlay strings.Builder
+	overlay.WriteString("services:\n")
+	for _, svc := range []string{"launcher", "net", "llm", "kms", "bash", "fs", "agent", "world", "model"} {
+		fmt.Fprintf(&overlay, "  %s:\n    runtime: runc\n", svc)
+	}
+	f := filepath.Join(t.TempDir(), "runc.yml")
+	if err := os.WriteFile(f, []byte(overlay.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.files = append(s.files, f)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pem := regexp.MustCompile(`-----BEGIN ([A-Z ]+)-----(\\n[A-Za-z0-9+/=]+)+\\n-----END `)
+	for _, id := range upStack(t, ctx, s) {
+		svc, err := exec.CommandContext(ctx, "docker", "inspect", "-f", `{{index .Config.Labels "com.docker.compose.service"}}`, id).Output()
+		if err != nil {
+			t.Fatalf("docker inspect %.12s: %v", id, err)
+		}
+		raw := bundleRaw(t, id)
+		raw = pem.ReplaceAll(raw, []byte(`-----BEGIN $1-----\n(elided by TestShimFixtures)\n-----END `))
+		var out bytes.Buffer
+		if err := json.Indent(&out, raw, "", "  "); err != nil {
+			t.Fatalf("container %.12s: %v", id, err)
+		}
+		out.WriteByte('\n')
+		name := filepath.Join(dir, strings.TrimSpace(string(svc))+".json")
+		if err := os.WriteFile(name, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (container %.12s)", name, id)
 	}
 }
 
@@ -133,29 +241,60 @@ func unwrap(s *specs.Spec) bool {
 	return true
 }
 
-// bundleSpec reads the config.json the engine wrote for a running container.
+// bundleSpec reads the config.json of a running container's bundle: what runc ran.
 func bundleSpec(t *testing.T, id string) *specs.Spec {
 	t.Helper()
+	s, err := shim.LoadSpec(bundleRaw(t, id))
+	if err != nil {
+		t.Fatalf("container %.12s: %v", id, err)
+	}
+	return s
+}
+
+func bundleRaw(t *testing.T, id string) []byte {
+	t.Helper()
 	for _, dir := range bundleDirs {
-		data, err := os.ReadFile(filepath.Join(dir, id, "config.json"))
-		if err != nil {
-			continue
+		if data, err := os.ReadFile(filepath.Join(dir, id, "config.json")); err == nil {
+			return data
 		}
-		s, err := shim.LoadSpec(data)
-		if err != nil {
-			t.Fatalf("container %.12s: %v", id, err)
-		}
-		return s
 	}
 	t.Fatalf("container %.12s: no bundle under %v", id, bundleDirs)
 	return nil
 }
 
+// containerdSpec is the spec the engine gave containerd for a container, which containerd
+// wrote into the bundle before the shim rewrote it there.
+func containerdSpec(t *testing.T, ctx context.Context, id string) *specs.Spec {
+	t.Helper()
+	var errs []string
+	for _, sock := range containerdSockets {
+		out, err := exec.CommandContext(ctx, "ctr", "--address", sock, "--namespace", "moby", "containers", "info", id).Output()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", sock, err))
+			continue
+		}
+		var info struct{ Spec json.RawMessage }
+		if err := json.Unmarshal(out, &info); err != nil {
+			t.Fatalf("ctr containers info %.12s: %v", id, err)
+		}
+		s, err := shim.LoadSpec(info.Spec)
+		if err != nil {
+			t.Fatalf("container %.12s: the engine's spec: %v", id, err)
+		}
+		return s
+	}
+	t.Fatalf("container %.12s: ctr containers info: %v", id, errs)
+	return nil
+}
+
 // TestShimRefusesWidenings runs the demo agent under sharness-runtime (registered by
 // hack/engine.sh, its policies installed by `sharness-ai install`, both done by hack/e2e.sh):
-// as compiled it starts; each widening of its compose service, one at a time, is refused before
-// the container starts, with the shim's reason in `docker compose` output; and an exec with more
-// privileges, or an update above its limits, of the running agent is refused the same way.
+// as compiled it starts; each widening of its compose service, one at a time (an overlay file
+// each: the fields a list of refusals never named among them, and the Docker socket through a
+// symbolic link at a listed destination), is refused before the container starts, with the
+// shim's reason in `docker compose` output; so is net given an upstream proxy or an allowed
+// address by environment or by flag; and an exec with more privileges, or an update above its
+// limits, of the running agent is refused the same way.
 func TestShimRefusesWidenings(t *testing.T) {
 	requireShim(t)
 	root := repoRoot(t)
@@ -185,23 +324,61 @@ func TestShimRefusesWidenings(t *testing.T) {
 			t.Fatalf("the agent as compiled did not start under the shim:\n%s", out)
 		}
 	})
-	for _, w := range []struct{ name, override, field string }{
-		{"privileged", "    privileged: true\n", "process.capabilities"},
-		{"cap_add", "    cap_add: [NET_ADMIN]\n", "process.capabilities"},
-		{"network_mode-host", "    network_mode: host\n    networks: !reset {}\n", "linux.namespaces.network"},
-		{"pid-host", "    pid: host\n", "linux.namespaces.pid"},
-		{"docker-socket", "    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n", "mounts[/var/run/docker.sock]"},
-		{"read_only-false", "    read_only: false\n", "root.readonly"},
-		{"seccomp-unconfined", "    security_opt: !override [no-new-privileges:true, seccomp=unconfined]\n", "linux.seccomp"},
-		{"user-root", "    user: \"0:0\"\n", "process.user.uid"},
+	link, shared := socketLink(t), sharedFolder(t)
+	for _, w := range []struct{ name, override, field, why string }{
+		{"privileged", "    privileged: true\n", "process.capabilities", ""},
+		{"cap_add", "    cap_add: [NET_ADMIN]\n", "process.capabilities", ""},
+		{"network_mode-host", "    network_mode: host\n    networks: !reset {}\n", "linux.namespaces.network", ""},
+		{"pid-host", "    pid: host\n", "linux.namespaces.pid", ""},
+		{"docker-socket", "    volumes:\n      - /var/run/docker.sock:/var/run/docker.sock\n", "mounts[/var/run/docker.sock]", ""},
+		{"read_only-false", "    read_only: false\n", "root.readonly", ""},
+		{"seccomp-unconfined", "    security_opt: !override [no-new-privileges:true, seccomp=unconfined]\n", "linux.seccomp", ""},
+		{"user-root", "    user: \"0:0\"\n", "process.user.uid", ""},
+		// The fields a list of refusals never named (issue 16), each refused by the allowlist.
+		{"sysctls", "    sysctls:\n      net.ipv4.ip_forward: \"1\"\n", "linux.sysctl[net.ipv4.ip_forward]", ""},
+		{"ulimits", "    ulimits:\n      nofile: {soft: 65536, hard: 65536}\n", "process.rlimits[RLIMIT_NOFILE]", "at most"},
+		{"oom_score_adj", "    oom_score_adj: -500\n", "process.oomScoreAdj", "-500"},
+		{"bind-propagation-rshared", "    volumes:\n      - type: bind\n        source: " + shared + "\n        target: /workspace/.claude\n" +
+			"        read_only: true\n        bind:\n          propagation: rshared\n", "mounts[/workspace/.claude]", "private propagation"},
+		{"docker-socket-through-a-symlink", "    volumes:\n      - type: bind\n        source: " + link + "\n        target: /workspace/.claude\n" +
+			"        read_only: true\n", "mounts[/workspace/.claude]", "docker.sock"},
+		{"a-sharness-switch", "    environment:\n      SHARNESS_AI_FS_URL: http://elsewhere:8091\n", "process.env[SHARNESS_AI_FS_URL]", "http://fs:8091"},
+		{"a-protected-bind-dropped", "    volumes: !override\n      - ${SHARNESS_AI_WORKSPACE}:/workspace\n", "mounts[/workspace/.git/hooks]", "missing"},
+		{"cgroup_parent", "    cgroup_parent: /\n", "linux.cgroupsPath", ""},
 	} {
 		t.Run(w.name, func(t *testing.T) {
 			out, err := runWith(t, w.override)
-			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") || !strings.Contains(string(out), w.field) {
-				t.Errorf("widening %s: want a refusal naming %s, got (%v):\n%s", w.name, w.field, err, out)
+			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") || !strings.Contains(string(out), w.field) ||
+				!strings.Contains(string(out), w.why) {
+				t.Errorf("widening %s: want a refusal naming %s (%q), got (%v):\n%s", w.name, w.field, w.why, err, out)
+			}
+			for _, line := range strings.Split(string(out), "\n") {
+				if strings.Contains(line, "sharness-runtime: refused") {
+					t.Logf("%s", strings.TrimSpace(line))
+				}
 			}
 			if strings.Contains(string(out), `"check":"uid"`) {
 				t.Errorf("widening %s: the agent ran", w.name)
+			}
+		})
+	}
+	// A trusted component's switches, by environment or by flag: the shim refuses them before
+	// net starts (so without the launcher it needs).
+	for _, w := range []struct{ name, override, field string }{
+		{"net-upstream-proxy-env", "    environment:\n      SHARNESS_AI_NET_UPSTREAM_PROXY: http://203.0.113.7:3128\n", "process.env[SHARNESS_AI_NET_UPSTREAM_PROXY]"},
+		{"net-upstream-proxy-flag", "    command: [\"-upstream-proxy\", \"http://203.0.113.7:3128\"]\n", "process.args"},
+		{"net-allowed-address-flag", "    command: [\"-unsafe-allow-addr-for-tests\", \"169.254.169.254\"]\n", "process.args"},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "override.yml")
+			if err := os.WriteFile(f, []byte("services:\n  net:\n    runtime: sharness\n"+w.override), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o := *s
+			o.files = append(append([]string{}, s.files...), f)
+			out, err := o.run(ctx, "", "net")
+			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused net") || !strings.Contains(string(out), w.field) {
+				t.Errorf("%s: want a refusal naming %s, got (%v):\n%s", w.name, w.field, err, out)
 			}
 		})
 	}
@@ -236,6 +413,32 @@ func TestShimRefusesWidenings(t *testing.T) {
 			}
 		}
 	})
+}
+
+// socketLink is a symbolic link to the Docker socket, as a cloned repository or an edited compose
+// file could name it: the engine binds what it points at.
+func socketLink(t *testing.T) string {
+	t.Helper()
+	link := filepath.Join(t.TempDir(), "innocent")
+	if err := os.Symlink("/var/run/docker.sock", link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
+// sharedFolder is a folder that is a shared mount, which Docker requires of an rshared bind's
+// source (the host's / here is private); it is unmounted when the test ends.
+func sharedFolder(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount(dir, dir, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatalf("bind %s onto itself: %v", dir, err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+	if err := syscall.Mount("", dir, "", syscall.MS_SHARED, ""); err != nil {
+		t.Fatalf("make %s a shared mount: %v", dir, err)
+	}
+	return dir
 }
 
 // requireShim fails the test, saying what to do, unless the engine has the sharness runtime and

@@ -2,106 +2,133 @@ package shim
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 // Check returns every way got (the config.json an engine wrote into a bundle, for create and
-// run) is wider than want (the component's compiled config.json). No refusal means allowed.
-func Check(want, got *specs.Spec) []Reason {
+// run) is wider than want (the component's compiled config.json), field by field under the rules
+// of the allowlist (allow.go). f is what the host found about got's mount sources and hooks
+// (host.Facts); a source or a hook it does not describe is refused. No refusal means allowed.
+func Check(want, got *specs.Spec, f Facts) []Reason {
 	if want == nil || got == nil {
 		return []Reason{{Field: "spec", Want: "a compiled policy and a bundle spec", Got: "none"}}
 	}
-	var out []Reason
-	if got.Root == nil || !got.Root.Readonly {
-		out = append(out, Reason{Field: "root.readonly", Want: "true", Got: "false"})
-	}
-	if got.Process == nil {
-		out = append(out, Reason{Field: "process", Want: "a process", Got: "none"})
-	} else {
-		out = append(out, CheckProcess(want, got.Process)...)
-	}
-	out = append(out, checkMounts(want.Mounts, got.Mounts)...)
-	wl, gl := linuxOf(want), linuxOf(got)
-	out = append(out, checkNamespaces(wl.Namespaces, gl.Namespaces)...)
-	out = append(out, checkSeccomp(wl.Seccomp, gl.Seccomp)...)
-	if len(gl.Devices) > 0 {
-		var paths []string
-		for _, d := range gl.Devices {
-			paths = append(paths, d.Path)
-		}
-		out = append(out, Reason{Field: "linux.devices", Want: "none", Got: strings.Join(paths, ",")})
-	}
-	out = append(out, checkResources(wl.Resources, gl.Resources, true)...)
-	out = append(out, missing("linux.maskedPaths", wl.MaskedPaths, gl.MaskedPaths)...)
-	out = append(out, missing("linux.readonlyPaths", wl.ReadonlyPaths, gl.ReadonlyPaths)...)
-	for _, k := range sortedKeys(wl.Sysctl) {
-		if v, ok := gl.Sysctl[k]; !ok || v != wl.Sysctl[k] {
-			out = append(out, Reason{Field: "linux.sysctl[" + k + "]", Want: strconv.Quote(wl.Sysctl[k]), Got: orUnset(v, ok)})
-		}
-	}
-	return out
+	c := &comparison{want: want, facts: f}
+	return c.walk("", reflect.ValueOf(want), reflect.ValueOf(got))
 }
 
-// CheckProcess returns every way p (the process of a create, or of `exec --process`) is wider
-// than want's process. The terminal, arguments, environment and working folder are the caller's.
-func CheckProcess(want *specs.Spec, p *specs.Process) []Reason {
+// CheckProcess returns every way p (the process of `exec --process`, or of the container with
+// exec's flags applied) is wider than want's process, under the same rules as a create's.
+// f.Strict is the only fact an exec needs (envExceptions).
+func CheckProcess(want *specs.Spec, p *specs.Process, f Facts) []Reason {
 	if want == nil || want.Process == nil || p == nil {
 		return []Reason{{Field: "process", Want: "a compiled process", Got: "none"}}
 	}
-	w := want.Process
-	var out []Reason
-	// Without capabilities runc leaves the process the ones it has (all of root's): fail closed.
-	if p.Capabilities == nil {
-		out = append(out, Reason{Field: "process.capabilities", Want: "explicit sets", Got: "none (the runtime's defaults)"})
-	} else {
-		wc := w.Capabilities
-		if wc == nil {
-			wc = &specs.LinuxCapabilities{}
-		}
-		out = append(out, extraCaps("bounding", wc.Bounding, p.Capabilities.Bounding)...)
-		out = append(out, extraCaps("effective", wc.Effective, p.Capabilities.Effective)...)
-		out = append(out, extraCaps("inheritable", wc.Inheritable, p.Capabilities.Inheritable)...)
-		out = append(out, extraCaps("permitted", wc.Permitted, p.Capabilities.Permitted)...)
-		out = append(out, extraCaps("ambient", wc.Ambient, p.Capabilities.Ambient)...)
-	}
-	if p.User.UID == 0 || p.User.UID != w.User.UID {
-		out = append(out, Reason{Field: "process.user.uid", Want: fmt.Sprint(w.User.UID), Got: fmt.Sprint(p.User.UID)})
-	}
-	if p.User.GID == 0 || p.User.GID != w.User.GID {
-		out = append(out, Reason{Field: "process.user.gid", Want: fmt.Sprint(w.User.GID), Got: fmt.Sprint(p.User.GID)})
-	}
-	var extraGids []string
-	for _, g := range p.User.AdditionalGids {
-		if g == 0 || (g != w.User.GID && !slices.Contains(w.User.AdditionalGids, g)) {
-			extraGids = append(extraGids, fmt.Sprint(g))
-		}
-	}
-	if len(extraGids) > 0 {
-		out = append(out, Reason{Field: "process.user.additionalGids", Want: fmt.Sprint(w.User.AdditionalGids), Got: strings.Join(extraGids, ",")})
-	}
-	if !p.NoNewPrivileges {
-		out = append(out, Reason{Field: "process.noNewPrivileges", Want: "true", Got: "false"})
-	}
-	if !labelAllowed(w.ApparmorProfile, p.ApparmorProfile) {
-		out = append(out, Reason{Field: "process.apparmorProfile", Want: orEngine(w.ApparmorProfile), Got: p.ApparmorProfile})
-	}
-	if !labelAllowed(w.SelinuxLabel, p.SelinuxLabel) {
-		out = append(out, Reason{Field: "process.selinuxLabel", Want: orEngine(w.SelinuxLabel), Got: p.SelinuxLabel})
-	}
-	return out
+	c := &comparison{want: want, facts: f, exec: true}
+	return c.field("process", reflect.ValueOf(want.Process), reflect.ValueOf(p))
 }
 
-// CheckResources returns every way r (what `update` asks for) widens want's limits. A nil field
-// leaves the current value; a limit at or below zero removes it (runc's -1) and is refused.
+// CheckResources returns every way r (what `update` asks for) widens want's resources, under the
+// same rules as a create's, except that a field r leaves unset keeps the container's value.
+// A limit at or below zero removes it (runc's -1) and is refused.
 func CheckResources(want *specs.Spec, r *specs.LinuxResources) []Reason {
 	if r == nil {
 		return nil
 	}
-	return checkResources(linuxOf(want).Resources, r, false)
+	c := &comparison{want: want, update: true}
+	return c.field("linux.resources", reflect.ValueOf(linuxOf(want).Resources), reflect.ValueOf(r))
+}
+
+func checkVersion(_ *comparison, field string, _, got string) []Reason {
+	if strings.HasPrefix(got, "1.") {
+		return nil
+	}
+	return []Reason{{Field: field, Want: "a 1.x runtime-spec version", Got: strconv.Quote(got)}}
+}
+
+func checkProcessPresent(c *comparison, field string, want, got *specs.Process) []Reason {
+	if got == nil {
+		return []Reason{{Field: field, Want: "a process", Got: "none"}}
+	}
+	return c.walk(field, reflect.ValueOf(want), reflect.ValueOf(got))
+}
+
+// checkArgs: a component but the agent runs its compiled command, flags and all: net's
+// -upstream-proxy and -unsafe-allow-addr-for-tests, llm's -net and -kms are settings the policy
+// must make, as their environment variables are. Docker's init may come first (`init: true`).
+func checkArgs(c *comparison, field string, want, got []string) []Reason {
+	if c.exec || c.want.Annotations[compile.AnnotationKind] == string(pbp.KindApp) || slices.Equal(afterInit(got), want) {
+		return nil
+	}
+	return []Reason{{Field: field, Want: strconv.Quote(strings.Join(want, " ")) + " (after Docker's init)", Got: strconv.Quote(clip(strings.Join(got, " ")))}}
+}
+
+// afterInit is a command without Docker's init in front of it.
+func afterInit(args []string) []string {
+	if len(args) >= 2 && args[0] == dockerInit && args[1] == "--" {
+		return args[2:]
+	}
+	return args
+}
+
+func checkUID(_ *comparison, field string, want, got uint32) []Reason {
+	if got == 0 || got != want {
+		return []Reason{{Field: field, Want: fmt.Sprint(want), Got: fmt.Sprint(got)}}
+	}
+	return nil
+}
+
+func checkGID(c *comparison, field string, want, got uint32) []Reason {
+	return checkUID(c, field, want, got)
+}
+
+// checkGroups: Docker adds the primary gid to the supplementary groups; any other must be the
+// policy's.
+func checkGroups(c *comparison, field string, want, got []uint32) []Reason {
+	var gid uint32
+	if c.want.Process != nil {
+		gid = c.want.Process.User.GID
+	}
+	var extra []string
+	for _, g := range got {
+		if g == 0 || (g != gid && !slices.Contains(want, g)) {
+			extra = append(extra, fmt.Sprint(g))
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	allowed := []string{fmt.Sprint(gid)}
+	for _, g := range want {
+		allowed = append(allowed, fmt.Sprint(g))
+	}
+	return []Reason{{Field: field, Want: "within " + strings.Join(allowed, ","), Got: strings.Join(extra, ",")}}
+}
+
+// checkCapabilities refuses, set by set, the capabilities the compiled set lacks. Without the
+// object runc leaves the process the ones it has (all of root's): fail closed.
+func checkCapabilities(_ *comparison, field string, want, got *specs.LinuxCapabilities) []Reason {
+	if got == nil {
+		return []Reason{{Field: field, Want: "explicit sets", Got: "none (the runtime's defaults)"}}
+	}
+	if want == nil {
+		want = &specs.LinuxCapabilities{}
+	}
+	var out []Reason
+	out = append(out, extraCaps("bounding", want.Bounding, got.Bounding)...)
+	out = append(out, extraCaps("effective", want.Effective, got.Effective)...)
+	out = append(out, extraCaps("inheritable", want.Inheritable, got.Inheritable)...)
+	out = append(out, extraCaps("permitted", want.Permitted, got.Permitted)...)
+	out = append(out, extraCaps("ambient", want.Ambient, got.Ambient)...)
+	return out
 }
 
 // extraCaps refuses the capabilities of one set that want's same set lacks. Names are compared
@@ -127,6 +154,57 @@ func capName(c string) string {
 	return c
 }
 
+// checkRlimits: a limit the spec leaves out is whatever runc inherits from the engine's shim
+// (measured under hack/engine.sh's dockerd: RLIMIT_CORE with an unlimited hard limit,
+// RLIMIT_NOFILE 20000, RLIMIT_MEMLOCK 8 MiB), so only the compiled types are allowed, each
+// present once and at most its compiled values. Types are compared upper-case: runc maps the
+// name to the kernel's.
+func checkRlimits(_ *comparison, field string, want, got []specs.POSIXRlimit) []Reason {
+	var out []Reason
+	seen := map[string]bool{}
+	for _, g := range got {
+		t := strings.ToUpper(g.Type)
+		i := slices.IndexFunc(want, func(w specs.POSIXRlimit) bool { return strings.ToUpper(w.Type) == t })
+		switch {
+		case seen[t]:
+			out = append(out, Reason{Field: field + "[" + t + "]", Want: "once", Got: "twice"})
+		case i < 0:
+			out = append(out, Reason{Field: field + "[" + t + "]", Want: "unset (the policy does not set it)", Got: rlimitText(g)})
+		case g.Soft > want[i].Soft || g.Hard > want[i].Hard:
+			out = append(out, Reason{Field: field + "[" + t + "]", Want: "at most " + rlimitText(want[i]), Got: rlimitText(g)})
+		}
+		seen[t] = true
+	}
+	for _, w := range want {
+		if t := strings.ToUpper(w.Type); !seen[t] {
+			out = append(out, Reason{Field: field + "[" + t + "]", Want: rlimitText(w), Got: "unset (the runtime's own)"})
+		}
+	}
+	return out
+}
+
+func rlimitText(r specs.POSIXRlimit) string {
+	return fmt.Sprintf("soft %d hard %d", r.Soft, r.Hard)
+}
+
+func checkNoNewPrivileges(_ *comparison, field string, _, got bool) []Reason {
+	if !got {
+		return []Reason{{Field: field, Want: "true", Got: "false"}}
+	}
+	return nil
+}
+
+func checkAppArmor(_ *comparison, field string, want, got string) []Reason {
+	if labelAllowed(want, got) {
+		return nil
+	}
+	return []Reason{{Field: field, Want: orEngine(want), Got: got}}
+}
+
+func checkSELinux(c *comparison, field string, want, got string) []Reason {
+	return checkAppArmor(c, field, want, got)
+}
+
 // labelAllowed: an empty label inherits the container's (runc exec) or the engine's default
 // (docker-default); "unconfined" and SELinux's unconfined and super-privileged types are refused;
 // when the policy names a label, only that one. Limitation: with no label in the policy, another
@@ -144,69 +222,68 @@ func labelAllowed(want, got string) bool {
 	}
 }
 
-// checkResources compares the pids, memory and swap limits and the device cgroup. required is
-// true at create, where a missing limit means none.
-func checkResources(want, got *specs.LinuxResources, required bool) []Reason {
-	if want == nil {
-		want = &specs.LinuxResources{}
+// checkOOMScore: unset, runc leaves the container the score of the process that starts it
+// (containerd's shim, which follows the engine's own: 0 or 1 under hack/engine.sh's dockerd,
+// measured; an engine started with a negative --oom-score-adjust passes that down), so it must
+// be set, and not below the policy's.
+func checkOOMScore(_ *comparison, field string, want, got *int) []Reason {
+	floor := 0
+	if want != nil {
+		floor = *want
 	}
-	if got == nil {
-		got = &specs.LinuxResources{}
-	}
-	var out []Reason
-	var wantPids, gotPids *int64
-	if want.Pids != nil {
-		wantPids = want.Pids.Limit
-	}
-	if got.Pids != nil {
-		gotPids = got.Pids.Limit
-	}
-	var wantMem, gotMem, wantSwap, gotSwap *int64
-	if want.Memory != nil {
-		wantMem, wantSwap = want.Memory.Limit, want.Memory.Swap
-	}
-	if got.Memory != nil {
-		gotMem, gotSwap = got.Memory.Limit, got.Memory.Swap
-	}
-	for _, l := range []struct {
-		field     string
-		want, got *int64
-	}{
-		{"linux.resources.pids.limit", wantPids, gotPids},
-		{"linux.resources.memory.limit", wantMem, gotMem},
-		{"linux.resources.memory.swap", wantSwap, gotSwap},
-	} {
-		if l.want == nil && l.field == "linux.resources.memory.swap" {
-			continue // the policy sets no swap limit of its own
-		}
-		if !limitAllowed(l.want, l.got, required) {
-			out = append(out, Reason{Field: l.field, Want: limitText(l.want), Got: limitText(l.got)})
-		}
-	}
-	var extra []string
-	for _, d := range got.Devices {
-		if d.Allow && !defaultDevice(d) {
-			extra = append(extra, deviceText(d))
-		}
-	}
-	if len(extra) > 0 {
-		out = append(out, Reason{Field: "linux.resources.devices", Want: "runc's default devices only", Got: strings.Join(extra, ",")})
-	}
-	return out
-}
-
-// limitAllowed: a limit is set, positive, and no higher than the policy's.
-func limitAllowed(want, got *int64, required bool) bool {
 	switch {
 	case got == nil:
-		return !required
-	case *got <= 0:
-		return false
-	case want == nil:
-		return true
-	default:
-		return *got <= *want
+		return []Reason{{Field: field, Want: "at least " + strconv.Itoa(floor), Got: "unset (the runtime's own score)"}}
+	case *got < floor:
+		return []Reason{{Field: field, Want: "at least " + strconv.Itoa(floor), Got: strconv.Itoa(*got)}}
 	}
+	return nil
+}
+
+func checkRootPresent(c *comparison, field string, want, got *specs.Root) []Reason {
+	if got == nil {
+		return []Reason{{Field: field + ".readonly", Want: "true", Got: "false"}}
+	}
+	return c.walk(field, reflect.ValueOf(want), reflect.ValueOf(got))
+}
+
+func checkReadonlyRoot(_ *comparison, field string, _, got bool) []Reason {
+	if !got {
+		return []Reason{{Field: field, Want: "true", Got: "false"}}
+	}
+	return nil
+}
+
+// checkLimit: a limit is set, positive, and no higher than the policy's. At create a missing
+// limit means none (refused when the policy sets one); in an update it keeps the current one.
+// A limit the policy does not set may be anything positive: it can only narrow.
+func checkLimit(c *comparison, field string, want, got *int64) []Reason {
+	switch {
+	case got == nil && (c.update || want == nil):
+		return nil
+	case got != nil && *got > 0 && (want == nil || *got <= *want):
+		return nil
+	}
+	return []Reason{{Field: field, Want: limitText(want), Got: limitText(got)}}
+}
+
+func checkOOMKiller(_ *comparison, field string, _, got *bool) []Reason {
+	if got != nil && *got {
+		return []Reason{{Field: field, Want: "false", Got: "true"}}
+	}
+	return nil
+}
+
+// checkReservation: a soft limit above the hard one means nothing; one at or below it narrows.
+func checkReservation(c *comparison, field string, _, got *int64) []Reason {
+	var limit *int64
+	if r := linuxOf(c.want).Resources; r != nil && r.Memory != nil {
+		limit = r.Memory.Limit
+	}
+	if got == nil || *got > 0 && (limit == nil || *got <= *limit) {
+		return nil
+	}
+	return []Reason{{Field: field, Want: "unset or at most " + limitText(limit), Got: limitText(got)}}
 }
 
 func limitText(v *int64) string {
@@ -217,6 +294,34 @@ func limitText(v *int64) string {
 		return strconv.FormatInt(*v, 10) + " (unlimited)"
 	}
 	return strconv.FormatInt(*v, 10)
+}
+
+// checkDeviceCgroup: the first rule must deny every device (without it the cgroup starts from
+// "allow all"); after it, deny rules only narrow, and allow rules must be runc's defaults.
+func checkDeviceCgroup(c *comparison, field string, _, got []specs.LinuxDeviceCgroup) []Reason {
+	var out []Reason
+	if !c.update && (len(got) == 0 || !denyAll(got[0])) {
+		first := "none"
+		if len(got) > 0 {
+			first = deviceText(got[0])
+		}
+		out = append(out, Reason{Field: field + "[0]", Want: "a *:* rwm denied first", Got: first})
+	}
+	var extra []string
+	for _, d := range got {
+		if d.Allow && !defaultDevice(d) {
+			extra = append(extra, deviceText(d))
+		}
+	}
+	if len(extra) > 0 {
+		out = append(out, Reason{Field: field, Want: "runc's default devices only", Got: strings.Join(extra, ",")})
+	}
+	return out
+}
+
+func denyAll(d specs.LinuxDeviceCgroup) bool {
+	return !d.Allow && (d.Type == "" || d.Type == "a") && (d.Major == nil || *d.Major == -1) &&
+		(d.Minor == nil || *d.Minor == -1) && d.Access == "rwm"
 }
 
 // defaultDevice is an allow rule for a device runc creates and allows in every container anyway
@@ -256,7 +361,37 @@ func deviceText(d specs.LinuxDeviceCgroup) string {
 	if t == "" {
 		t = "a"
 	}
-	return fmt.Sprintf("%s %s:%s %s", t, n(d.Major), n(d.Minor), d.Access)
+	allow := "allowed"
+	if !d.Allow {
+		allow = "denied"
+	}
+	return fmt.Sprintf("%s %s:%s %s %s", t, n(d.Major), n(d.Minor), d.Access, allow)
+}
+
+// checkDevices refuses every device node the compiled spec does not create.
+func checkDevices(_ *comparison, field string, want, got []specs.LinuxDevice) []Reason {
+	var extra []string
+	for _, d := range got {
+		if !slices.ContainsFunc(want, func(w specs.LinuxDevice) bool { return reflect.DeepEqual(w, d) }) {
+			extra = append(extra, d.Path)
+		}
+	}
+	if len(extra) == 0 {
+		return nil
+	}
+	var have []string
+	for _, d := range want {
+		have = append(have, d.Path)
+	}
+	return []Reason{{Field: field, Want: listOrNone(have), Got: strings.Join(extra, ",")}}
+}
+
+func checkMasked(_ *comparison, field string, want, got []string) []Reason {
+	return missing(field, want, got)
+}
+
+func checkReadonlyPaths(_ *comparison, field string, want, got []string) []Reason {
+	return missing(field, want, got)
 }
 
 // missing refuses want's entries that got lacks (masked and read-only paths).
@@ -271,6 +406,40 @@ func missing(field string, want, got []string) []Reason {
 		return nil
 	}
 	return []Reason{{Field: field, Want: strings.Join(want, ","), Got: "without " + strings.Join(lack, ",")}}
+}
+
+// checkAnnotations: runc and its libraries act on annotations (org.systemd.property.* become
+// properties of the container's systemd unit, with the systemd cgroup driver), so only the
+// compiled ones, with their values.
+func checkAnnotations(_ *comparison, field string, want, got map[string]string) []Reason {
+	var out []Reason
+	for _, k := range sortedKeys(got) {
+		if w, ok := want[k]; !ok || w != got[k] {
+			out = append(out, Reason{Field: field + "[" + k + "]", Want: orUnset(w, ok), Got: strconv.Quote(clip(got[k]))})
+		}
+	}
+	return out
+}
+
+// engineSysctl is what Docker 20.10 sets in every container with a network namespace of its own
+// (measured: testdata/docker-20.10): it lets unprivileged processes bind low ports there, in the
+// container's own namespace only; Landlock's bind rules still decide which ports a component may
+// bind.
+var engineSysctl = map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"}
+
+func checkSysctl(_ *comparison, field string, want, got map[string]string) []Reason {
+	var out []Reason
+	for _, k := range sortedKeys(want) {
+		if v, ok := got[k]; !ok || v != want[k] {
+			out = append(out, Reason{Field: field + "[" + k + "]", Want: strconv.Quote(want[k]), Got: orUnset(v, ok)})
+		}
+	}
+	for _, k := range sortedKeys(got) {
+		if _, ok := want[k]; !ok && engineSysctl[k] != got[k] {
+			out = append(out, Reason{Field: field + "[" + k + "]", Want: "unset", Got: strconv.Quote(got[k])})
+		}
+	}
+	return out
 }
 
 func linuxOf(s *specs.Spec) *specs.Linux {

@@ -2,6 +2,7 @@ package shim
 
 import (
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/sharness-ai/sharness/policies/compile"
 )
 
 // compiled reads a component's config.json from the repository's compiled output.
@@ -41,45 +44,60 @@ func clone(t testing.TB, s *specs.Spec) *specs.Spec {
 
 func i64(v int64) *int64 { return &v }
 
-// dockerSpec builds what Docker 20.10 writes for the compose service of want: its own bind and
-// volume sources, its /etc files and init, a network namespace libnetwork made, more environment,
-// its AppArmor profile, runc's default devices in the device cgroup and a prestart hook.
-func dockerSpec(t testing.TB, want *specs.Spec) *specs.Spec {
-	t.Helper()
-	s := clone(t, want)
-	s.Annotations = nil // Docker 20.10 does not copy labels into annotations
-	s.Process.Env = append(s.Process.Env, "HOSTNAME=agent", "HTTPS_PROXY=http://net:3128", "SHARNESS_AI_POLICY_HASH=")
-	s.Process.ApparmorProfile = "docker-default"
-	s.Process.Args = append([]string{"/sbin/docker-init", "--"}, s.Process.Args...)
-	for i, m := range s.Mounts {
-		if m.Type == "bind" {
-			s.Mounts[i].Source = strings.Replace(m.Source, "/var/lib/sharness-ai/workspace", "/home/person/project/workspace", 1)
-			s.Mounts[i].Options = []string{"rbind", "rprivate"}
-			if slices.Contains(m.Options, "ro") {
-				s.Mounts[i].Options = append(s.Mounts[i].Options, "ro")
-			}
-		}
-	}
-	for _, f := range []string{"resolv.conf", "hostname", "hosts"} {
-		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/etc/" + f, Type: "bind",
-			Source: "/var/lib/docker/containers/0123abcd/" + f, Options: []string{"rbind", "rprivate"}})
-	}
-	s.Mounts = append(s.Mounts,
-		specs.Mount{Destination: "/sbin/docker-init", Type: "bind", Source: "/usr/bin/docker-init", Options: []string{"bind", "ro"}})
-	for i, n := range s.Linux.Namespaces {
-		if n.Type == specs.NetworkNamespace {
-			s.Linux.Namespaces[i].Path = "/var/run/docker/netns/5f2c9e0a1b3d"
-		}
-	}
-	s.Linux.Resources.Devices = append(s.Linux.Resources.Devices,
-		specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: i64(1), Minor: i64(3), Access: "rwm"},
-		specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: i64(136), Access: "rwm"},
-		specs.LinuxDeviceCgroup{Allow: true, Type: "c", Access: "m"})
-	// Docker 20.10 sets its network up in a prestart hook (libnetwork-setkey).
-	//lint:ignore SA1019 the deprecated field is what Docker 20.10 writes
-	s.Hooks = &specs.Hooks{Prestart: []specs.Hook{{Path: "/proc/42/exe", Args: []string{"libnetwork-setkey"}}}}
+// components are the seven whose specs Docker 20.10 wrote for the stack (testdata/docker-20.10,
+// made on the real engine by e2e's TestShimFixtures), and unmarked the offline world's two.
+var (
+	components = []string{"launcher", "net", "llm", "kms", "bash", "fs", "agent"}
+	unmarked   = []string{"world", "model"}
+)
 
+// dockerFixture is what Docker 20.10 wrote for one service of the stack, with the policy hash
+// it was captured under replaced by the compiled one (a new manifest changes the hash, not what
+// Docker writes).
+func dockerFixture(t testing.TB, service string) *specs.Spec {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "docker-20.10", service+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(components, service) {
+		want, _ := compiled(t, service)
+		var s specs.Spec
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatal(err)
+		}
+		_, captured, _ := Identify(&s)
+		data = []byte(strings.ReplaceAll(string(data), captured, want.Annotations[compile.AnnotationPolicy]))
+	}
+	s, err := LoadSpec(data)
+	if err != nil {
+		t.Fatalf("%s: %v", service, err)
+	}
 	return s
+}
+
+// fixtureFacts are what this machine would say about a spec where every bind source is what its
+// name says: a folder on ext4 (a regular file, root's and only root's to write, for Docker's own
+// /etc files and init), and the hook path is dockerd's. The id is the one the spec's cgroup names.
+func fixtureFacts(s *specs.Spec) Facts {
+	f := Facts{Sources: map[string]Source{}, Programs: map[string]string{}}
+	if s.Linux != nil {
+		f.ID = strings.TrimPrefix(s.Linux.CgroupsPath, "/docker/")
+	}
+	for _, m := range s.Mounts {
+		if mountKind(m) != "bind" {
+			continue
+		}
+		src := Source{Path: filepath.Clean(m.Source), Type: fs.ModeDir, Perm: 0o755, FS: 0xEF53}
+		if _, engine := engineMounts[m.Destination]; engine {
+			src.Type = 0
+		}
+		f.Sources[m.Source] = src
+	}
+	for _, h := range hookPaths(s) {
+		f.Programs[h] = "/usr/sbin/dockerd"
+	}
+	return f
 }
 
 func fields(rs []Reason) []string {
@@ -88,62 +106,258 @@ func fields(rs []Reason) []string {
 		out = append(out, r.Field)
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 var allCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_NET_ADMIN", "CAP_SYS_ADMIN", "CAP_SYS_PTRACE", "CAP_SYS_MODULE"}
 
+// TestDockerFixtures: what Docker 20.10 really writes for every component of the stack (with the
+// offline world's overlay) passes the shim's check against the compiled spec, once narrowed as
+// the shim narrows it, with every engine-owned field as the engine wrote it: its hook, cgroup
+// path, overlay root, /etc files and init, sysctl, device rules and resource defaults. The world
+// and the model carry no marker.
+func TestDockerFixtures(t *testing.T) {
+	for _, c := range components {
+		t.Run(c, func(t *testing.T) {
+			want, _ := compiled(t, c)
+			got := dockerFixture(t, c)
+			if component, _, marked := Identify(got); !marked || component != c {
+				t.Fatalf("the fixture identifies as %q (marked %v)", component, marked)
+			}
+			Narrow(want, got)
+			if rs := Check(want, got, fixtureFacts(got)); len(rs) > 0 {
+				t.Errorf("refused what Docker wrote: %v", rs)
+			}
+		})
+	}
+	for _, svc := range append(slices.Clone(components), unmarked...) {
+		data, err := os.ReadFile(filepath.Join("testdata", "docker-20.10", svc+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := KnownFields(data); err != nil {
+			t.Errorf("%s: Docker wrote a field runtime-spec v1.3.0 does not have: %v", svc, err)
+		}
+	}
+	for _, u := range unmarked {
+		if _, _, marked := Identify(dockerFixture(t, u)); marked {
+			t.Errorf("%s carries a SHarness marker", u)
+		}
+	}
+}
+
+// TestCheck widens what Docker wrote for a component, one field at a time, and wants the shim to
+// refuse each widening naming its field (and both values), and to allow what only narrows.
 func TestCheck(t *testing.T) {
-	agent, _ := compiled(t, "agent")
-	bash, _ := compiled(t, "bash")
-	type edit func(s *specs.Spec)
+	type edit func(s *specs.Spec, f *Facts)
 	dropNS := func(typ specs.LinuxNamespaceType) edit {
-		return func(s *specs.Spec) {
+		return func(s *specs.Spec, _ *Facts) {
 			s.Linux.Namespaces = slices.DeleteFunc(s.Linux.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == typ })
 		}
 	}
-	mount := func(dest string, f func(m *specs.Mount)) edit {
-		return func(s *specs.Spec) {
+	mount := func(dest string, fn func(m *specs.Mount)) edit {
+		return func(s *specs.Spec, _ *Facts) {
 			for i := range s.Mounts {
 				if s.Mounts[i].Destination == dest {
-					f(&s.Mounts[i])
+					fn(&s.Mounts[i])
 				}
 			}
 		}
 	}
-	addMount := func(m specs.Mount) edit { return func(s *specs.Spec) { s.Mounts = append(s.Mounts, m) } }
+	// source rebinds dest from src, which the host resolves to what src says.
+	source := func(dest, src string, as Source) edit {
+		return func(s *specs.Spec, f *Facts) {
+			for i := range s.Mounts {
+				if s.Mounts[i].Destination == dest {
+					s.Mounts[i].Source = src
+				}
+			}
+			f.Sources[src] = as
+		}
+	}
+	addMount := func(m specs.Mount) edit {
+		return func(s *specs.Spec, f *Facts) {
+			s.Mounts = append(s.Mounts, m)
+			if mountKind(m) == "bind" {
+				f.Sources[m.Source] = Source{Path: m.Source, Type: fs.ModeDir, FS: 0xEF53}
+			}
+		}
+	}
+	syscalls := func(fn func(r []specs.LinuxSyscall) []specs.LinuxSyscall) edit {
+		return func(s *specs.Spec, _ *Facts) { s.Linux.Seccomp.Syscalls = fn(s.Linux.Seccomp.Syscalls) }
+	}
+	env := func(kv ...string) edit {
+		return func(s *specs.Spec, _ *Facts) { s.Process.Env = append(s.Process.Env, kv...) }
+	}
+	folder := func(p string) Source { return Source{Path: p, Type: fs.ModeDir, FS: 0xEF53} }
+	volumeMount := func(bound bool) edit {
+		return func(s *specs.Spec, f *Facts) {
+			for _, m := range s.Mounts {
+				if m.Destination == "/run/sharness/identity/agent" {
+					src := f.Sources[m.Source]
+					src.MountPoint, src.Bound, src.FS = true, bound, 0x01021994
+					f.Sources[m.Source] = src
+				}
+			}
+		}
+	}
+	errno0 := uint(0)
+	hook := func(s *specs.Spec) specs.Hook {
+		//lint:ignore SA1019 what Docker 20.10 writes
+		return s.Hooks.Prestart[0]
+	}
 	tests := []struct {
-		name   string
-		want   *specs.Spec
-		edit   edit
-		fields []string // every refused field; nil: allowed
+		name      string
+		component string // default agent
+		strict    bool
+		edit      edit
+		fields    []string // every refused field; nil: allowed
 	}{
-		{name: "agent as Docker writes it", want: agent, edit: func(*specs.Spec) {}},
-		{name: "bash as Docker writes it", want: bash, edit: func(*specs.Spec) {}},
-		{name: "a named volume at a listed destination", want: agent, edit: mount("/workspace", func(m *specs.Mount) {
-			m.Source = "/var/lib/docker/volumes/project_workspace/_data"
-		})},
-		{name: "narrower is allowed", want: agent, edit: func(s *specs.Spec) {
+		{name: "as Docker writes it", edit: func(*specs.Spec, *Facts) {}},
+		{name: "narrower is allowed", edit: func(s *specs.Spec, _ *Facts) {
 			*s.Linux.Resources.Pids.Limit, *s.Linux.Resources.Memory.Limit = 10, 1<<20
 			s.Linux.Seccomp.Syscalls = s.Linux.Seccomp.Syscalls[1:]
 			s.Process.Terminal = true
+			s.Process.Rlimits[1].Soft = 16
+			*s.Process.OOMScoreAdj = 500
+			s.Linux.Resources.CPU = &specs.LinuxCPU{Cpus: "0", Quota: i64(50000)}
 		}},
-		{name: "privileged", want: agent, edit: func(s *specs.Spec) {
+
+		// The widenings a list of refusals let through (issue 16), against the real fixtures.
+		{name: "a createRuntime hook", edit: func(s *specs.Spec, f *Facts) {
+			s.Hooks.CreateRuntime = []specs.Hook{{Path: "/bin/sh", Args: []string{"sh", "-c", "id > /tmp/owned"}}}
+		}, fields: []string{"hooks.createRuntime[0]"}},
+		{name: "a second prestart hook", edit: func(s *specs.Spec, f *Facts) {
+			//lint:ignore SA1019 what Docker 20.10 writes
+			s.Hooks.Prestart = append(s.Hooks.Prestart, hook(s))
+		}, fields: []string{"hooks.prestart[1]"}},
+		{name: "the network hook for another container", edit: func(s *specs.Spec, f *Facts) {
+			//lint:ignore SA1019 what Docker 20.10 writes
+			s.Hooks.Prestart[0].Args[2] = strings.Repeat("e", 64)
+		}, fields: []string{"hooks.prestart[0]"}},
+		{name: "the network hook run by another program", edit: func(s *specs.Spec, f *Facts) {
+			f.Programs[hook(s).Path] = "/tmp/dockerd-ish"
+		}, fields: []string{"hooks.prestart[0]"}},
+		{name: "the network hook with environment", edit: func(s *specs.Spec, f *Facts) {
+			//lint:ignore SA1019 what Docker 20.10 writes
+			s.Hooks.Prestart[0].Env = []string{"LD_PRELOAD=/tmp/x.so"}
+		}, fields: []string{"hooks.prestart[0]"}},
+		{name: "a poststop hook", edit: func(s *specs.Spec, f *Facts) {
+			s.Hooks.Poststop = []specs.Hook{hook(s)}
+		}, fields: []string{"hooks.poststop[0]"}},
+		{name: "unified cgroup limits", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Resources.Unified = map[string]string{"pids.max": "max", "memory.max": "max"}
+		}, fields: []string{"linux.resources.unified"}},
+		{name: "systemd properties", edit: func(s *specs.Spec, _ *Facts) {
+			s.Annotations = map[string]string{"org.systemd.property.Delegate": "true"}
+		}, fields: []string{"annotations[org.systemd.property.Delegate]"}},
+		{name: "an extra sysctl", edit: func(s *specs.Spec, _ *Facts) { s.Linux.Sysctl["net.ipv4.ip_forward"] = "1" },
+			fields: []string{"linux.sysctl[net.ipv4.ip_forward]"}},
+		{name: "the engine's sysctl with another value", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Sysctl["net.ipv4.ip_unprivileged_port_start"] = "1024"
+		}, fields: []string{"linux.sysctl[net.ipv4.ip_unprivileged_port_start]"}},
+		{name: "ping sockets open", edit: func(s *specs.Spec, _ *Facts) { delete(s.Linux.Sysctl, "net.ipv4.ping_group_range") },
+			fields: []string{"linux.sysctl[net.ipv4.ping_group_range]"}},
+		{name: "shared root propagation", edit: func(s *specs.Spec, _ *Facts) { s.Linux.RootfsPropagation = "shared" },
+			fields: []string{"linux.rootfsPropagation"}},
+		{name: "a host network device", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.NetDevices = map[string]specs.LinuxNetDevice{"eth0": {Name: "eth9"}}
+		}, fields: []string{"linux.netDevices"}},
+		{name: "more open files", edit: func(s *specs.Spec, _ *Facts) {
+			for i := range s.Process.Rlimits {
+				if s.Process.Rlimits[i].Type == "RLIMIT_NOFILE" {
+					s.Process.Rlimits[i].Hard, s.Process.Rlimits[i].Soft = 1<<20, 1<<20
+				}
+			}
+		}, fields: []string{"process.rlimits[RLIMIT_NOFILE]"}},
+		{name: "an rlimit the policy does not set", edit: func(s *specs.Spec, _ *Facts) {
+			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_MEMLOCK", Hard: ^uint64(0), Soft: ^uint64(0)})
+		}, fields: []string{"process.rlimits[RLIMIT_MEMLOCK]"}},
+		{name: "core dumps back (rlimit dropped)", edit: func(s *specs.Spec, _ *Facts) {
+			s.Process.Rlimits = slices.DeleteFunc(s.Process.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == "RLIMIT_CORE" })
+		}, fields: []string{"process.rlimits[RLIMIT_CORE]"}},
+		{name: "an rlimit twice, in lower case", edit: func(s *specs.Spec, _ *Facts) {
+			s.Process.Rlimits = append(s.Process.Rlimits, specs.POSIXRlimit{Type: "rlimit_core", Hard: 1 << 30, Soft: 1 << 30})
+		}, fields: []string{"process.rlimits[RLIMIT_CORE]"}},
+		{name: "spared by the OOM killer", edit: func(s *specs.Spec, _ *Facts) { *s.Process.OOMScoreAdj = -999 },
+			fields: []string{"process.oomScoreAdj"}},
+		{name: "the OOM score left to the runtime", edit: func(s *specs.Spec, _ *Facts) { s.Process.OOMScoreAdj = nil },
+			fields: []string{"process.oomScoreAdj"}},
+		{name: "another source and rshared at a listed destination", edit: func(s *specs.Spec, f *Facts) {
+			source("/workspace/.claude", "/etc", folder("/etc"))(s, f)
+			mount("/workspace/.claude", func(m *specs.Mount) { m.Options = []string{"rbind", "ro", "rshared"} })(s, f)
+		}, fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "slave propagation on a bind", edit: mount("/workspace", func(m *specs.Mount) { m.Options = append(m.Options, "rslave") }),
+			fields: []string{"mounts[/workspace]"}},
+
+		// Mount sources, as the host resolved them.
+		{name: "the Docker socket through a symlink at a listed destination", edit: source("/workspace/.claude", "/home/p/project/.claude",
+			Source{Path: "/run/docker.sock", Type: fs.ModeSocket, FS: 0x01021994}), fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "the Docker socket by another name (same inode)", edit: source("/workspace/.claude", "/srv/sock",
+			Source{Path: "/srv/sock", Type: fs.ModeSocket, FS: 0xEF53, Holds: "/var/run/docker.sock"}), fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "a folder holding the engine's state by another name", edit: source("/workspace", "/srv/all",
+			Source{Path: "/srv/all", Type: fs.ModeDir, FS: 0xEF53, Holds: "/var/lib/docker"}), fields: []string{"mounts[/workspace]"}},
+		{name: "another socket", edit: source("/workspace/.claude", "/home/p/agent.sock",
+			Source{Path: "/home/p/agent.sock", Type: fs.ModeSocket, FS: 0xEF53}), fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "a device", edit: source("/workspace/.zshrc", "/dev/sda", Source{Path: "/dev/sda", Type: fs.ModeDevice, FS: 0x01021994}),
+			fields: []string{"mounts[/workspace/.zshrc]"}},
+		{name: "the host's /proc", edit: source("/workspace/.claude", "/proc", Source{Path: "/proc", Type: fs.ModeDir, FS: 0x9fa0}),
+			fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "a folder on procfs by another name", edit: source("/workspace/.claude", "/srv/p", Source{Path: "/srv/p", Type: fs.ModeDir, FS: 0x9fa0}),
+			fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "a symlink below the workspace", edit: source("/workspace/.claude", "/home/p/ws/.claude",
+			Source{Err: "a symbolic link on the way from /home/p/ws, a folder the container may write"}), fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "a source the host did not resolve", edit: func(s *specs.Spec, f *Facts) {
+			mount("/workspace/.claude", func(m *specs.Mount) { m.Source = "/never/resolved" })(s, f)
+		}, fields: []string{"mounts[/workspace/.claude]"}},
+		{name: "another role's identity volume", edit: source("/run/sharness/identity/agent", "/var/lib/docker/volumes/sharness-e2e_identity-kms/_data",
+			folder("/var/lib/docker/volumes/sharness-e2e_identity-kms/_data")), fields: []string{"mounts[/run/sharness/identity/agent]"}},
+		{name: "a host folder for the identity volume", edit: source("/run/sharness/identity/agent", "/tmp/fake",
+			folder("/tmp/fake")), fields: []string{"mounts[/run/sharness/identity/agent]"}},
+		{name: "the identity volume as compose makes it (a tmpfs of its own)", edit: volumeMount(false)},
+		{name: "the identity volume binding a host folder (driver options type none)", edit: volumeMount(true),
+			fields: []string{"mounts[/run/sharness/identity/agent]"}},
+		{name: "a volume at the workspace", edit: source("/workspace", "/var/lib/docker/volumes/sharness-e2e_identity-kms/_data",
+			folder("/var/lib/docker/volumes/sharness-e2e_identity-kms/_data")), fields: []string{"mounts[/workspace]"}},
+		{name: "another container's hosts file at /etc/hosts", edit: source("/etc/hosts", "/var/lib/docker/containers/"+strings.Repeat("b", 64)+"/hosts",
+			Source{Path: "/var/lib/docker/containers/" + strings.Repeat("b", 64) + "/hosts", FS: 0xEF53}), fields: []string{"mounts[/etc/hosts]"}},
+		{name: "a writable init", edit: mount("/sbin/docker-init", func(m *specs.Mount) { m.Options = []string{"bind"} }),
+			fields: []string{"mounts[/sbin/docker-init]"}},
+		{name: "an init anyone may write", edit: func(s *specs.Spec, f *Facts) {
+			src := f.Sources["/usr/bin/docker-init"]
+			src.Perm, src.UID = 0o777, 1000
+			f.Sources["/usr/bin/docker-init"] = src
+		}, fields: []string{"mounts[/sbin/docker-init]"}},
+
+		// Mounts as a list.
+		{name: "the workspace mounted over its protected paths", edit: func(s *specs.Spec, _ *Facts) {
+			i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == "/workspace" })
+			s.Mounts = append(s.Mounts, s.Mounts[i])
+		}, fields: []string{"mounts[/workspace/.bashrc]", "mounts[/workspace/.claude]", "mounts[/workspace/.envrc]",
+			"mounts[/workspace/.git/config]", "mounts[/workspace/.git/hooks]", "mounts[/workspace/.git]", "mounts[/workspace/.idea]",
+			"mounts[/workspace/.profile]", "mounts[/workspace/.vscode]", "mounts[/workspace/.zshrc]", "mounts[/workspace]"}},
+		{name: "a protected path left out", edit: func(s *specs.Spec, _ *Facts) {
+			s.Mounts = slices.DeleteFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == "/workspace/.git/hooks" })
+		}, fields: []string{"mounts[/workspace/.git/hooks]"}},
+		{name: "the identity volume left out (nothing above it)", edit: func(s *specs.Spec, _ *Facts) {
+			s.Mounts = slices.DeleteFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == "/run/sharness/identity/agent" })
+		}},
+
+		// What the shim refused before the allowlist, on the real fixtures.
+		{name: "privileged", edit: func(s *specs.Spec, _ *Facts) {
 			c := s.Process.Capabilities
 			c.Bounding, c.Effective, c.Permitted = allCaps, allCaps, allCaps
 			s.Linux.Seccomp, s.Linux.MaskedPaths, s.Linux.ReadonlyPaths = nil, nil, nil
 			s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Access: "rwm"})
-		}, fields: []string{"linux.maskedPaths", "linux.readonlyPaths", "linux.resources.devices", "linux.seccomp",
+		}, fields: []string{"linux.resources.devices", "linux.seccomp", // the masked paths: Narrow puts them back
 			"process.capabilities.bounding", "process.capabilities.effective", "process.capabilities.permitted"}},
-		{name: "cap_add NET_ADMIN", want: agent, edit: func(s *specs.Spec) {
-			c := s.Process.Capabilities
-			c.Bounding, c.Effective, c.Permitted = []string{"CAP_NET_ADMIN"}, []string{"CAP_NET_ADMIN"}, []string{"CAP_NET_ADMIN"}
-		}, fields: []string{"process.capabilities.bounding", "process.capabilities.effective", "process.capabilities.permitted"}},
-		{name: "ambient capability in lower case", want: bash, edit: func(s *specs.Spec) {
+		{name: "ambient capability in lower case", component: "bash", edit: func(s *specs.Spec, _ *Facts) {
 			s.Process.Capabilities.Ambient = []string{"sys_admin"}
 		}, fields: []string{"process.capabilities.ambient"}},
-		{name: "network host", want: agent, edit: dropNS(specs.NetworkNamespace), fields: []string{"linux.namespaces.network"}},
-		{name: "network of another container", want: agent, edit: func(s *specs.Spec) {
+		{name: "no capabilities object", edit: func(s *specs.Spec, _ *Facts) { s.Process.Capabilities = nil },
+			fields: []string{"process.capabilities"}},
+		{name: "network host", edit: dropNS(specs.NetworkNamespace), fields: []string{"linux.namespaces.network"}},
+		{name: "network of another container", edit: func(s *specs.Spec, _ *Facts) {
 			for i := range s.Linux.Namespaces {
 				if s.Linux.Namespaces[i].Type == specs.NetworkNamespace {
 					s.Linux.Namespaces[i].Path = "/proc/1/ns/net"
@@ -151,116 +365,233 @@ func TestCheck(t *testing.T) {
 			}
 		}, fields: []string{"linux.namespaces.network"}},
 		// Engine 20.10 runs network_mode: host by joining libnetwork's "default", the host's own.
-		{name: "network host as Docker joins it", want: agent, edit: func(s *specs.Spec) {
+		{name: "network host as Docker joins it", edit: func(s *specs.Spec, _ *Facts) {
 			for i := range s.Linux.Namespaces {
 				if s.Linux.Namespaces[i].Type == specs.NetworkNamespace {
 					s.Linux.Namespaces[i].Path = "/var/run/docker/netns/default"
 				}
 			}
 		}, fields: []string{"linux.namespaces.network"}},
-		{name: "pid host", want: agent, edit: dropNS(specs.PIDNamespace), fields: []string{"linux.namespaces.pid"}},
-		{name: "pid joined", want: agent, edit: func(s *specs.Spec) {
-			s.Linux.Namespaces[0].Path = "/proc/77/ns/pid"
-		}, fields: []string{"linux.namespaces.pid"}},
-		{name: "ipc host", want: agent, edit: dropNS(specs.IPCNamespace), fields: []string{"linux.namespaces.ipc"}},
-		{name: "uts host", want: agent, edit: dropNS(specs.UTSNamespace), fields: []string{"linux.namespaces.uts"}},
-		{name: "cgroup host", want: bash, edit: dropNS(specs.CgroupNamespace), fields: []string{"linux.namespaces.cgroup"}},
-		{name: "user namespace added", want: agent, edit: func(s *specs.Spec) {
+		{name: "a network namespace libnetwork made", edit: func(s *specs.Spec, _ *Facts) {
+			for i := range s.Linux.Namespaces {
+				if s.Linux.Namespaces[i].Type == specs.NetworkNamespace {
+					s.Linux.Namespaces[i].Path = "/var/run/docker/netns/5f2c9e0a1b3d"
+				}
+			}
+		}},
+		{name: "pid host", edit: dropNS(specs.PIDNamespace), fields: []string{"linux.namespaces.pid"}},
+		{name: "ipc host", edit: dropNS(specs.IPCNamespace), fields: []string{"linux.namespaces.ipc"}},
+		{name: "uts host", edit: dropNS(specs.UTSNamespace), fields: []string{"linux.namespaces.uts"}},
+		{name: "cgroup host", component: "bash", edit: dropNS(specs.CgroupNamespace), fields: []string{"linux.namespaces.cgroup"}},
+		{name: "user namespace added", edit: func(s *specs.Spec, _ *Facts) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
 		}, fields: []string{"linux.namespaces.user"}},
-		{name: "docker socket", want: agent, edit: addMount(specs.Mount{Destination: "/var/run/docker.sock", Type: "bind",
+		{name: "time namespace added", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.TimeNamespace})
+		}, fields: []string{"linux.namespaces.time"}},
+		{name: "a namespace twice, the second joined", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: "/proc/1/ns/pid"})
+		}, fields: []string{"linux.namespaces.pid"}},
+		{name: "docker socket", edit: addMount(specs.Mount{Destination: "/var/run/docker.sock", Type: "bind",
 			Source: "/var/run/docker.sock", Options: []string{"rbind", "rprivate"}}), fields: []string{"mounts[/var/run/docker.sock]"}},
-		{name: "docker socket at a listed destination", want: agent, edit: mount("/workspace", func(m *specs.Mount) {
-			m.Source = "/run/docker.sock"
-		}), fields: []string{"mounts[/workspace]"}},
-		{name: "host /var/run read-only at a listed destination", want: agent, edit: mount("/workspace/.claude", func(m *specs.Mount) {
-			m.Source = "/var/run"
-		}), fields: []string{"mounts[/workspace/.claude]"}},
-		{name: "containerd state", want: agent, edit: addMount(specs.Mount{Destination: "/c", Type: "bind",
-			Source: "/run/containerd/containerd.sock", Options: []string{"rbind", "ro"}}), fields: []string{"mounts[/c]"}},
-		{name: "host path at /host", want: agent, edit: addMount(specs.Mount{Destination: "/host", Type: "bind",
-			Source: "/", Options: []string{"rbind", "ro"}}), fields: []string{"mounts[/host]"}},
-		{name: "host /etc at /etc/hosts", want: agent, edit: mount("/etc/hosts", func(m *specs.Mount) {
-			m.Source = "/etc"
-		}), fields: []string{"mounts[/etc/hosts]"}},
-		{name: "writable init", want: agent, edit: mount("/sbin/docker-init", func(m *specs.Mount) {
-			m.Options = []string{"bind"}
-		}), fields: []string{"mounts[/sbin/docker-init]"}},
-		{name: "host /proc over /proc", want: agent, edit: mount("/proc", func(m *specs.Mount) {
-			m.Type, m.Source, m.Options = "bind", "/proc", []string{"rbind"}
-		}), fields: []string{"mounts[/proc]"}},
-		{name: "unlisted sysfs", want: agent, edit: addMount(specs.Mount{Destination: "/s", Type: "sysfs", Source: "sysfs",
-			Options: []string{"ro"}}), fields: []string{"mounts[/s]"}},
-		{name: "read_only false", want: agent, edit: func(s *specs.Spec) { s.Root.Readonly = false }, fields: []string{"root.readonly"}},
-		{name: "seccomp unconfined", want: agent, edit: func(s *specs.Spec) { s.Linux.Seccomp = nil }, fields: []string{"linux.seccomp"}},
-		{name: "seccomp allows mount", want: agent, edit: func(s *specs.Spec) {
-			s.Linux.Seccomp.Syscalls[0].Names = append(s.Linux.Seccomp.Syscalls[0].Names, "mount")
-		}, fields: []string{"linux.seccomp.syscalls"}},
-		{name: "seccomp logs bpf", want: bash, edit: func(s *specs.Spec) {
-			s.Linux.Seccomp.Syscalls = append(s.Linux.Seccomp.Syscalls, specs.LinuxSyscall{Names: []string{"bpf"}, Action: specs.ActLog})
-		}, fields: []string{"linux.seccomp.syscalls"}},
-		{name: "seccomp default allow", want: agent, edit: func(s *specs.Spec) {
-			s.Linux.Seccomp.DefaultAction = specs.ActAllow
-		}, fields: []string{"linux.seccomp.defaultAction"}},
-		{name: "seccomp i386", want: agent, edit: func(s *specs.Spec) {
+		{name: "docker socket at a listed destination", edit: mount("/workspace", func(m *specs.Mount) { m.Source = "/run/docker.sock" }),
+			fields: []string{"mounts[/workspace]"}},
+		{name: "host path at /host", edit: addMount(specs.Mount{Destination: "/host", Type: "bind", Source: "/", Options: []string{"rbind", "ro"}}),
+			fields: []string{"mounts[/host]"}},
+		{name: "host /proc over /proc", edit: mount("/proc", func(m *specs.Mount) { m.Type, m.Source, m.Options = "bind", "/proc", []string{"rbind"} }),
+			fields: []string{"mounts[/proc]"}},
+		{name: "unlisted tmpfs", edit: addMount(specs.Mount{Destination: "/run", Type: "tmpfs", Source: "tmpfs", Options: []string{"size=1m"}}),
+			fields: []string{"mounts[/run/sharness/identity/agent]", "mounts[/run]"}}, // mounted after it, /run covers it
+		{name: "read_only false", edit: func(s *specs.Spec, _ *Facts) { s.Root.Readonly = false }, fields: []string{"root.readonly"}},
+		{name: "no root", edit: func(s *specs.Spec, _ *Facts) { s.Root = nil }, fields: []string{"root.readonly"}},
+		{name: "another root", edit: func(s *specs.Spec, _ *Facts) { s.Root.Path = "/" }, fields: []string{"root.path"}},
+		{name: "seccomp unconfined", edit: func(s *specs.Spec, _ *Facts) { s.Linux.Seccomp = nil }, fields: []string{"linux.seccomp"}},
+		{name: "seccomp default allow", edit: func(s *specs.Spec, _ *Facts) { s.Linux.Seccomp.DefaultAction = specs.ActAllow },
+			fields: []string{"linux.seccomp.defaultAction"}},
+		{name: "seccomp default fakes success", edit: func(s *specs.Spec, _ *Facts) { s.Linux.Seccomp.DefaultErrnoRet = &errno0 },
+			fields: []string{"linux.seccomp.defaultAction"}},
+		{name: "seccomp i386", edit: func(s *specs.Spec, _ *Facts) {
 			s.Linux.Seccomp.Architectures = append(s.Linux.Seccomp.Architectures, specs.ArchX86)
 		}, fields: []string{"linux.seccomp.architectures"}},
-		{name: "user root", want: agent, edit: func(s *specs.Spec) { s.Process.User = specs.User{} },
+		{name: "seccomp allows mount", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			return append(r, specs.LinuxSyscall{Names: []string{"mount"}, Action: specs.ActAllow})
+		}), fields: []string{"linux.seccomp.syscalls"}},
+		{name: "seccomp logs bpf", component: "bash", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			return append(r, specs.LinuxSyscall{Names: []string{"bpf"}, Action: specs.ActLog})
+		}), fields: []string{"linux.seccomp.syscalls"}},
+		{name: "seccomp: clone without its argument filter", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			for i := range r {
+				if slices.Contains(r[i].Names, "clone") {
+					r[i].Args = nil
+				}
+			}
+			return r
+		}), fields: []string{"linux.seccomp.syscalls"}},
+		{name: "seccomp: clone with a second condition on the same argument (runc ORs them)", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			for i := range r {
+				if slices.Contains(r[i].Names, "clone") {
+					r[i].Args = append(r[i].Args, specs.LinuxSeccompArg{Index: 0, Value: 0x10000000, Op: specs.OpMaskedEqual, ValueTwo: 0x10000000})
+				}
+			}
+			return r
+		}), fields: []string{"linux.seccomp.syscalls"}},
+		{name: "seccomp: clone with a condition more (narrower)", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			for i := range r {
+				if slices.Contains(r[i].Names, "clone") {
+					r[i].Args = append(r[i].Args, specs.LinuxSeccompArg{Index: 2, Value: 0, Op: specs.OpEqualTo})
+				}
+			}
+			return r
+		})},
+		{name: "seccomp: memfd_create without MFD_ALLOW_SEALING", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			return append(r, specs.LinuxSyscall{Names: []string{"memfd_create"}, Action: specs.ActAllow})
+		}), fields: []string{"linux.seccomp.syscalls"}},
+		{name: "seccomp: memfd_create's denial dropped (the default still denies)", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			return slices.DeleteFunc(r, func(x specs.LinuxSyscall) bool {
+				return slices.Contains(x.Names, "memfd_create") && x.Action == specs.ActErrno
+			})
+		})},
+		{name: "seccomp: Landlock faked", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			return append([]specs.LinuxSyscall{{Names: []string{"landlock_restrict_self"}, Action: specs.ActErrno, ErrnoRet: &errno0}}, r...)
+		}), fields: []string{"linux.seccomp.syscalls"}},
+		{name: "seccomp: ptrace to a tracer", edit: syscalls(func(r []specs.LinuxSyscall) []specs.LinuxSyscall {
+			return append(r, specs.LinuxSyscall{Names: []string{"ptrace"}, Action: specs.ActTrace})
+		}), fields: []string{"linux.seccomp.syscalls"}},
+		{name: "seccomp: speculation mitigation off", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Seccomp.Flags = []specs.LinuxSeccompFlag{specs.LinuxSeccompFlagSpecAllow}
+		}, fields: []string{"linux.seccomp.flags"}},
+		{name: "seccomp: a user-space notifier", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Seccomp.ListenerPath = "/run/agent.sock"
+		}, fields: []string{"linux.seccomp.listenerPath"}},
+		{name: "user root", edit: func(s *specs.Spec, _ *Facts) { s.Process.User = specs.User{} },
 			fields: []string{"process.user.gid", "process.user.uid"}},
-		{name: "another uid", want: agent, edit: func(s *specs.Spec) { s.Process.User.UID = 1000 }, fields: []string{"process.user.uid"}},
-		{name: "group root added", want: agent, edit: func(s *specs.Spec) { s.Process.User.AdditionalGids = []uint32{0} },
+		{name: "group root added", edit: func(s *specs.Spec, _ *Facts) { s.Process.User.AdditionalGids = []uint32{0} },
 			fields: []string{"process.user.additionalGids"}},
-		{name: "no_new_privs false", want: agent, edit: func(s *specs.Spec) { s.Process.NoNewPrivileges = false },
+		{name: "a umask", edit: func(s *specs.Spec, _ *Facts) { s.Process.User.Umask = new(uint32) }, fields: []string{"process.user.umask"}},
+		{name: "no_new_privs false", edit: func(s *specs.Spec, _ *Facts) { s.Process.NoNewPrivileges = false },
 			fields: []string{"process.noNewPrivileges"}},
-		{name: "apparmor unconfined", want: agent, edit: func(s *specs.Spec) { s.Process.ApparmorProfile = "unconfined" },
+		{name: "apparmor unconfined", edit: func(s *specs.Spec, _ *Facts) { s.Process.ApparmorProfile = "unconfined" },
 			fields: []string{"process.apparmorProfile"}},
-		{name: "no capabilities object", want: agent, edit: func(s *specs.Spec) { s.Process.Capabilities = nil },
-			fields: []string{"process.capabilities"}},
-		{name: "a device", want: agent, edit: func(s *specs.Spec) {
+		{name: "a real-time scheduler", edit: func(s *specs.Spec, _ *Facts) {
+			s.Process.Scheduler = &specs.Scheduler{Policy: specs.SchedFIFO, Priority: 99}
+		}, fields: []string{"process.scheduler"}},
+		{name: "a device", edit: func(s *specs.Spec, _ *Facts) {
 			s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/sda", Type: "b", Major: 8}}
 		}, fields: []string{"linux.devices"}},
-		{name: "device cgroup rule", want: agent, edit: func(s *specs.Spec) {
+		{name: "device cgroup rule", edit: func(s *specs.Spec, _ *Facts) {
 			s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, specs.LinuxDeviceCgroup{Allow: true, Type: "b", Major: i64(8), Access: "rw"})
 		}, fields: []string{"linux.resources.devices"}},
-		{name: "no pids limit", want: agent, edit: func(s *specs.Spec) { s.Linux.Resources.Pids = nil },
+		{name: "device cgroup without its first denial", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Resources.Devices = s.Linux.Resources.Devices[1:]
+		}, fields: []string{"linux.resources.devices[0]"}},
+		{name: "no pids limit", edit: func(s *specs.Spec, _ *Facts) { s.Linux.Resources.Pids = nil },
 			fields: []string{"linux.resources.pids.limit"}},
-		{name: "unlimited pids", want: agent, edit: func(s *specs.Spec) { *s.Linux.Resources.Pids.Limit = -1 },
+		{name: "unlimited pids", edit: func(s *specs.Spec, _ *Facts) { *s.Linux.Resources.Pids.Limit = -1 },
 			fields: []string{"linux.resources.pids.limit"}},
-		{name: "memory above", want: agent, edit: func(s *specs.Spec) { *s.Linux.Resources.Memory.Limit = 2 << 30 },
+		{name: "memory above", edit: func(s *specs.Spec, _ *Facts) { *s.Linux.Resources.Memory.Limit = 2 << 30 },
 			fields: []string{"linux.resources.memory.limit"}},
-		{name: "no memory limit", want: agent, edit: func(s *specs.Spec) { s.Linux.Resources.Memory = nil },
+		{name: "no memory limit", edit: func(s *specs.Spec, _ *Facts) { s.Linux.Resources.Memory = nil },
 			fields: []string{"linux.resources.memory.limit", "linux.resources.memory.swap"}},
-		{name: "swap above", want: agent, edit: func(s *specs.Spec) { *s.Linux.Resources.Memory.Swap = 2 << 30 },
+		{name: "swap above", edit: func(s *specs.Spec, _ *Facts) { *s.Linux.Resources.Memory.Swap = 2 << 30 },
 			fields: []string{"linux.resources.memory.swap"}},
-		{name: "tmpfs without size", want: agent, edit: mount("/tmp", func(m *specs.Mount) {
-			m.Options = []string{"nosuid", "nodev", "mode=1777"}
-		}), fields: []string{"mounts[/tmp]"}},
-		{name: "tmpfs size=0", want: agent, edit: mount("/tmp", func(m *specs.Mount) {
-			m.Options = append(m.Options, "size=0")
-		}), fields: []string{"mounts[/tmp]"}},
-		{name: "unlisted tmpfs", want: agent, edit: addMount(specs.Mount{Destination: "/run", Type: "tmpfs", Source: "tmpfs",
-			Options: []string{"size=1m"}}), fields: []string{"mounts[/run]"}},
-		{name: "writable over read-only", want: agent, edit: mount("/workspace/.git/hooks", func(m *specs.Mount) {
-			m.Options = []string{"rbind", "ro", "rw"}
-		}), fields: []string{"mounts[/workspace/.git/hooks]"}},
-		{name: "systempaths unconfined", want: agent, edit: func(s *specs.Spec) {
+		{name: "no OOM killer", edit: func(s *specs.Spec, _ *Facts) {
+			t := true
+			s.Linux.Resources.Memory.DisableOOMKiller = &t
+		}, fields: []string{"linux.resources.memory.disableOOMKiller"}},
+		{name: "real-time CPU time", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Resources.CPU.RealtimeRuntime = i64(950000)
+		}, fields: []string{"linux.resources.cpu.realtimeRuntime"}},
+		{name: "a net_cls class a host firewall may trust", edit: func(s *specs.Spec, _ *Facts) {
+			id := uint32(0x100001)
+			s.Linux.Resources.Network = &specs.LinuxNetwork{ClassID: &id}
+		}, fields: []string{"linux.resources.network"}},
+		{name: "another cgroup", edit: func(s *specs.Spec, _ *Facts) { s.Linux.CgroupsPath = "/" },
+			fields: []string{"linux.cgroupsPath"}},
+		{name: "another container's cgroup", edit: func(s *specs.Spec, _ *Facts) { s.Linux.CgroupsPath = "/docker/" + strings.Repeat("c", 64) },
+			fields: []string{"linux.cgroupsPath"}},
+		{name: "a 32-bit personality", edit: func(s *specs.Spec, _ *Facts) { s.Linux.Personality = &specs.LinuxPersonality{Domain: specs.PerLinux32} },
+			fields: []string{"linux.personality"}},
+		{name: "an ID-mapped mount", edit: mount("/workspace", func(m *specs.Mount) {
+			m.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 0, Size: 1}}
+		}), fields: []string{"mounts[/workspace]"}},
+		{name: "another spec version", edit: func(s *specs.Spec, _ *Facts) { s.Version = "2.0.0" }, fields: []string{"ociVersion"}},
+		{name: "a Windows section", edit: func(s *specs.Spec, _ *Facts) { s.Windows = &specs.Windows{LayerFolders: []string{"C:\\"}} },
+			fields: []string{"windows"}},
+		{name: "tmpfs without size", edit: mount("/tmp", func(m *specs.Mount) { m.Options = []string{"nosuid", "nodev", "noexec", "mode=1777"} }),
+			fields: []string{"mounts[/tmp]"}},
+		{name: "tmpfs size=0", edit: mount("/tmp", func(m *specs.Mount) { m.Options = append(m.Options, "size=0") }),
+			fields: []string{"mounts[/tmp]"}},
+		{name: "tmpfs larger", edit: mount("/tmp", func(m *specs.Mount) { m.Options = append(m.Options, "size=1g") }),
+			fields: []string{"mounts[/tmp]"}},
+		{name: "tmpfs smaller", edit: mount("/tmp", func(m *specs.Mount) { m.Options = append(m.Options, "size=1m") })},
+		{name: "exec again on /tmp (Narrow puts noexec back after it)", edit: mount("/tmp", func(m *specs.Mount) { m.Options = append(m.Options, "exec") })},
+		{name: "an unknown mount option", edit: mount("/tmp", func(m *specs.Mount) { m.Options = append(m.Options, "X-mount.idmap=0:0:1") }),
+			fields: []string{"mounts[/tmp]"}},
+		{name: "writable over read-only", edit: mount("/workspace/.git/hooks", func(m *specs.Mount) { m.Options = []string{"rbind", "ro", "rw"} }),
+			fields: []string{"mounts[/workspace/.git/hooks]"}},
+		{name: "systempaths unconfined (Narrow puts them back)", edit: func(s *specs.Spec, _ *Facts) {
 			s.Linux.MaskedPaths, s.Linux.ReadonlyPaths = s.Linux.MaskedPaths[1:], nil
-		}, fields: []string{"linux.maskedPaths", "linux.readonlyPaths"}},
-		{name: "ping sockets open", want: agent, edit: func(s *specs.Spec) { s.Linux.Sysctl = nil },
-			fields: []string{"linux.sysctl[net.ipv4.ping_group_range]"}},
-		{name: "no root", want: agent, edit: func(s *specs.Spec) { s.Root = nil }, fields: []string{"root.readonly"}},
+		}},
+
+		// Environment: switches only as compiled, or within envExceptions.
+		{name: "a switch the compiled spec sets otherwise", edit: env("SHARNESS_AI_FS_URL=http://elsewhere:8091"),
+			fields: []string{"process.env[SHARNESS_AI_FS_URL]"}},
+		{name: "a switch no compiled spec sets", edit: env("SHARNESS_AI_SESSION_LENGTH=720h"),
+			fields: []string{"process.env[SHARNESS_AI_SESSION_LENGTH]"}},
+		{name: "a switch in lower case", edit: env("sharness_ai_net_resolver=10.0.0.1:53"),
+			fields: []string{"process.env[sharness_ai_net_resolver]"}},
+		{name: "a switch without a value", edit: env("SHARNESS_AI_POLICY_HASH"), fields: []string{"process.env[SHARNESS_AI_POLICY_HASH]"}},
+		{name: "llm's test CA on the agent", edit: env("SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS=-----BEGIN CERTIFICATE-----"),
+			fields: []string{"process.env[SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS]"}},
+		{name: "the world's CA in llm, outside strict mode", component: "llm", edit: func(*specs.Spec, *Facts) {}},
+		{name: "the world's CA in llm, in strict mode", component: "llm", strict: true, edit: func(*specs.Spec, *Facts) {},
+			fields: []string{"process.env[SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS]"}},
+		{name: "the world's switches in net, in strict mode", component: "net", strict: true, edit: func(*specs.Spec, *Facts) {},
+			fields: []string{"process.env[SHARNESS_AI_NET_RESOLVER]", "process.env[SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS]"}},
+		{name: "another resolver for net", component: "net", edit: env("SHARNESS_AI_NET_RESOLVER=203.0.113.7:53"),
+			fields: []string{"process.env[SHARNESS_AI_NET_RESOLVER]"}},
+		{name: "an upstream proxy for net", component: "net", edit: env("SHARNESS_AI_NET_UPSTREAM_PROXY=http://203.0.113.7:3128"),
+			fields: []string{"process.env[SHARNESS_AI_NET_UPSTREAM_PROXY]"}},
+		{name: "trust roots from the environment", component: "llm", edit: env("SSL_CERT_FILE=/proc/self/environ"),
+			fields: []string{"process.env[SSL_CERT_FILE]"}},
+		{name: "GODEBUG", component: "llm", edit: env("GODEBUG=x509negativeserial=1"), fields: []string{"process.env[GODEBUG]"}},
+		{name: "a malformed policy hash", edit: env("SHARNESS_AI_POLICY_HASH=anything"), fields: []string{"process.env[SHARNESS_AI_POLICY_HASH]"}},
+		{name: "a gate timeout on a component without a gate", edit: env("SHARNESS_AI_GATE_TIMEOUT=1h"),
+			fields: []string{"process.env[SHARNESS_AI_GATE_TIMEOUT]"}},
+		{name: "a gate timeout on fs", component: "fs", edit: env("SHARNESS_AI_GATE_TIMEOUT=45s")},
+		{name: "other variables are the caller's", edit: env("HTTPS_PROXY=http://elsewhere:3128", "HOME=/tmp")},
+
+		// Flags are settings too.
+		{name: "net with an upstream proxy by flag", component: "net", edit: func(s *specs.Spec, _ *Facts) {
+			s.Process.Args = append(s.Process.Args, "-upstream-proxy", "http://203.0.113.7:3128")
+		}, fields: []string{"process.args"}},
+		{name: "llm without Docker's init", component: "llm", edit: func(s *specs.Spec, _ *Facts) { s.Process.Args = s.Process.Args[2:] }},
+		{name: "llm run as another program", component: "llm", edit: func(s *specs.Spec, _ *Facts) {
+			s.Process.Args = []string{"/sbin/docker-init", "--", "/bin/busybox", "sh"}
+		}, fields: []string{"process.args"}},
+		{name: "the agent's command is the caller's", edit: func(s *specs.Spec, _ *Facts) {
+			s.Process.Args = []string{"/sbin/docker-init", "--", "/usr/local/bin/sharness-claude", "--model", "x"}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := dockerSpec(t, tt.want)
-			tt.edit(got)
-			rs := Check(tt.want, got)
+			c := tt.component
+			if c == "" {
+				c = "agent"
+			}
+			want, _ := compiled(t, c)
+			got := dockerFixture(t, c)
+			f := fixtureFacts(got)
+			f.Strict = tt.strict
+			tt.edit(got, &f)
+			Narrow(want, got)
+			rs := Check(want, got, f)
 			if diff := cmp.Diff(tt.fields, fields(rs)); diff != "" {
 				t.Errorf("refused fields (-want +got):\n%s\nrefusals: %v", diff, rs)
 			}
 			for _, r := range rs {
-				msg := (&Refusal{Component: "agent", Reasons: []Reason{r}}).Error()
-				if r.Want == "" || r.Got == "" || msg != "sharness-runtime: refused agent: "+r.Field+": want "+r.Want+" got "+r.Got {
+				msg := (&Refusal{Component: c, Reasons: []Reason{r}}).Error()
+				if r.Want == "" || r.Got == "" || msg != "sharness-runtime: refused "+c+": "+r.Field+": want "+r.Want+" got "+r.Got {
 					t.Errorf("refusal %#v does not name both values: %q", r, msg)
 				}
 			}
@@ -271,9 +602,44 @@ func TestCheck(t *testing.T) {
 func TestCheckNil(t *testing.T) {
 	agent, _ := compiled(t, "agent")
 	for _, c := range [][2]*specs.Spec{{nil, agent}, {agent, nil}, {agent, {}}, {{}, agent}} {
-		if len(Check(c[0], c[1])) == 0 {
+		if len(Check(c[0], c[1], Facts{})) == 0 {
 			t.Errorf("Check(%v, %v) allowed an empty spec", c[0] == nil, c[1] == nil)
 		}
+	}
+}
+
+// TestNarrowAddsMountFlags: the compiled nosuid, nodev and noexec reach the engine's mounts that
+// lack them (the workspace binds, Docker's /dev), and nothing else changes about them.
+func TestNarrowAddsMountFlags(t *testing.T) {
+	want, _ := compiled(t, "agent")
+	got := dockerFixture(t, "agent")
+	if !Narrow(want, got) {
+		t.Fatal("Narrow changed nothing in what Docker wrote")
+	}
+	for _, m := range got.Mounts {
+		switch m.Destination {
+		case "/workspace", "/workspace/.git", "/workspace/.claude":
+			if effective(m.Options)&(flagNosuid|flagNodev|flagNoexec) != flagNosuid|flagNodev|flagNoexec {
+				t.Errorf("%s after Narrow: %v, want nosuid,nodev,noexec", m.Destination, m.Options)
+			}
+		case "/dev":
+			if effective(m.Options)&flagNoexec == 0 {
+				t.Errorf("/dev after Narrow: %v, want noexec", m.Options)
+			}
+		case "/sbin/docker-init":
+			if effective(m.Options)&flagNoexec != 0 {
+				t.Errorf("Docker's init made noexec: %v", m.Options)
+			}
+		}
+	}
+	if Narrow(want, got) {
+		t.Error("a second Narrow changed something")
+	}
+	// Check alone refuses what Narrow fixes: it does not rely on the shim having narrowed.
+	raw := dockerFixture(t, "agent")
+	raw.Linux.MaskedPaths = nil
+	if rs := fields(Check(want, raw, fixtureFacts(raw))); !slices.Contains(rs, "linux.maskedPaths") || !slices.Contains(rs, "mounts[/workspace]") {
+		t.Errorf("Check of an unnarrowed spec refused %v, want the masked paths and the workspace's noexec", rs)
 	}
 }
 
@@ -298,17 +664,24 @@ func TestCheckProcess(t *testing.T) {
 			p.SelinuxLabel = "system_u:system_r:spc_t:s0"
 		}, []string{"process.selinuxLabel"}},
 		{"runtime default capabilities", func(p *specs.Process) { p.Capabilities = nil }, []string{"process.capabilities"}},
+		{"exec -e with a switch", func(p *specs.Process) { p.Env = append(p.Env, "SHARNESS_AI_NET_UPSTREAM_PROXY=http://x:1") },
+			[]string{"process.env[SHARNESS_AI_NET_UPSTREAM_PROXY]"}},
+		{"exec with more open files", func(p *specs.Process) { p.Rlimits[1].Hard = 1 << 20 }, []string{"process.rlimits[RLIMIT_NOFILE]"}},
+		{"exec spared by the OOM killer", func(p *specs.Process) { v := -1000; p.OOMScoreAdj = &v }, []string{"process.oomScoreAdj"}},
+		{"exec with a real-time scheduler", func(p *specs.Process) { p.Scheduler = &specs.Scheduler{Policy: specs.SchedRR} },
+			[]string{"process.scheduler"}},
+		{"an exec's command is the caller's (a health check)", func(p *specs.Process) { p.Args = []string{"/sharness-agent", "health"} }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := clone(t, agent).Process
 			tt.edit(p)
-			if diff := cmp.Diff(tt.fields, fields(CheckProcess(agent, p))); diff != "" {
+			if diff := cmp.Diff(tt.fields, fields(CheckProcess(agent, p, Facts{}))); diff != "" {
 				t.Errorf("refused fields (-want +got):\n%s", diff)
 			}
 		})
 	}
-	if len(CheckProcess(agent, nil)) == 0 || len(CheckProcess(nil, agent.Process)) == 0 {
+	if len(CheckProcess(agent, nil, Facts{})) == 0 || len(CheckProcess(nil, agent.Process, Facts{})) == 0 {
 		t.Error("a missing process was allowed")
 	}
 }
@@ -330,6 +703,11 @@ func TestCheckResources(t *testing.T) {
 		{"memory removed", &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: i64(-1)}}, []string{"linux.resources.memory.limit"}},
 		{"memory above", &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: i64(1<<30 + 1)}}, []string{"linux.resources.memory.limit"}},
 		{"swap unlimited", &specs.LinuxResources{Memory: &specs.LinuxMemory{Swap: i64(-1)}}, []string{"linux.resources.memory.swap"}},
+		{"a soft limit above the hard one", &specs.LinuxResources{Memory: &specs.LinuxMemory{Reservation: i64(2 << 30)}},
+			[]string{"linux.resources.memory.reservation"}},
+		{"kernel memory removed", &specs.LinuxResources{Memory: &specs.LinuxMemory{KernelTCP: i64(-1)}}, []string{"linux.resources.memory.kernelTCP"}},
+		{"unified limits lifted", &specs.LinuxResources{Unified: map[string]string{"pids.max": "max"}}, []string{"linux.resources.unified"}},
+		{"real-time CPU time", &specs.LinuxResources{CPU: &specs.LinuxCPU{RealtimeRuntime: i64(950000)}}, []string{"linux.resources.cpu.realtimeRuntime"}},
 		{"runc's default devices", &specs.LinuxResources{Devices: []specs.LinuxDeviceCgroup{
 			{Allow: false, Access: "rwm"}, {Allow: true, Type: "c", Major: i64(1), Minor: i64(9), Access: "rwm"},
 			{Allow: true, Type: "b", Access: "m"}}}, nil},
@@ -346,5 +724,34 @@ func TestCheckResources(t *testing.T) {
 				t.Errorf("refused fields (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestEnvExceptions holds envExceptions against what the stack really sets: every SHARNESS_AI_
+// variable Docker wrote for a component is either in its compiled spec with the same value or
+// an exception that allows it there, and every exception is used by some component.
+func TestEnvExceptions(t *testing.T) {
+	used := map[string]bool{}
+	for _, c := range components {
+		want, _ := compiled(t, c)
+		got := dockerFixture(t, c)
+		for _, e := range got.Process.Env {
+			name, _, _ := strings.Cut(e, "=")
+			switch {
+			case !isSwitch(name) || slices.Contains(want.Process.Env, e):
+			case envExceptions[name].allows != nil:
+				used[name] = true
+			default:
+				t.Errorf("%s: %s is neither compiled nor an exception", c, name)
+			}
+		}
+		if rs := checkEnv(&comparison{want: want}, "process.env", want.Process.Env, got.Process.Env); len(rs) > 0 {
+			t.Errorf("%s: %v", c, rs)
+		}
+	}
+	for name := range envExceptions {
+		if !used[name] {
+			t.Errorf("exception %s is set by no component of the stack: remove it", name)
+		}
 	}
 }

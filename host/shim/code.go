@@ -20,10 +20,14 @@ func CheckCode(want, got *specs.Spec, hash func(path string) (string, error)) []
 		return []Reason{{Field: "process.args", Want: "the policy's entrypoint", Got: "none in the compiled policy"}}
 	}
 	entry := want.Process.Args[0]
-	if got.Process == nil || len(got.Process.Args) == 0 || got.Process.Args[0] != entry {
+	var args []string
+	if got.Process != nil {
+		args = afterInit(got.Process.Args) // under `init: true`, Docker's init runs the entrypoint
+	}
+	if len(args) == 0 || args[0] != entry {
 		var first string
-		if got.Process != nil && len(got.Process.Args) > 0 {
-			first = got.Process.Args[0]
+		if len(args) > 0 {
+			first = args[0]
 		}
 		return []Reason{{Field: "process.args[0]", Want: entry + " (subject.code_sha256 pins it)", Got: first}}
 	}

@@ -37,8 +37,8 @@ func TestConfine(t *testing.T) {
 	if m.Destination != HelperMount || m.Source != helper || !slices.Contains(m.Options, "ro") || slices.Contains(m.Options, "noexec") {
 		t.Errorf("helper mount = %+v, want it read-only and executable", m)
 	}
-	if !unwrap(got) || len(Check(agent, got)) != 0 || !slices.Equal(got.Process.Args, []string{"/sharness-agent"}) {
-		t.Errorf("unwrap did not give back the checked spec: %v, %v", got.Process.Args, Check(agent, got))
+	if !unwrap(got) || len(Check(agent, got, fixtureFacts(got))) != 0 || !slices.Equal(got.Process.Args, []string{"/sharness-agent"}) {
+		t.Errorf("unwrap did not give back the checked spec: %v, %v", got.Process.Args, Check(agent, got, fixtureFacts(got)))
 	}
 	if unwrap(fresh()) {
 		t.Error("unwrap of a spec the shim never confined says it was")

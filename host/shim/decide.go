@@ -32,6 +32,10 @@ type host interface {
 	// HashInRoot is "sha256:<hex>" of the file at path inside the root file system root, never
 	// leaving it (symlinks resolve inside root).
 	HashInRoot(root, path string) (string, error)
+	// Resolve opens each bind source and describes what it opened (Source), and reads which
+	// program each hook path runs. A source below another of the list is opened from that one's
+	// folder without following any symbolic link.
+	Resolve(sources, hooks []string) (map[string]Source, map[string]string)
 }
 
 // decide reads runc's argv and returns either the handover or the reason it refuses. Every error
@@ -59,7 +63,7 @@ func decide(args []string, getenv func(string) string, h host) (runc.Handover, *
 func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Handover, *Refusal) {
 	bundle, _ := cmd.Flag("bundle") // runc's default is the current directory
 	specPath := filepath.Join(bundle, "config.json")
-	got, r := readSpec(cmd, h, specPath)
+	got, raw, r := readSpec(cmd, h, specPath)
 	if r != nil {
 		return runc.Handover{}, r
 	}
@@ -67,10 +71,15 @@ func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 	if want == nil {
 		return runc.Handover{}, r
 	}
+	if err := KnownFields(raw); err != nil {
+		return runc.Handover{}, who.with("config.json", "only runtime-spec v1.3.0's fields", err.Error())
+	}
+	f := gather(h, cmd.ID, got)
 	narrowed := Narrow(want, got)
-	if rs := Check(want, got); len(rs) > 0 {
+	if rs := Check(want, got, f); len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
 	}
+	resolved := useResolved(got, f)
 	rootfs := "rootfs"
 	if got.Root != nil {
 		rootfs = got.Root.Path
@@ -85,7 +94,7 @@ func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 	if len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
 	}
-	if !narrowed && !confined {
+	if !narrowed && !confined && !resolved {
 		return runc.Handover{}, nil
 	}
 	return runc.Handover{Spec: got, SpecPath: specPath}, nil
@@ -115,7 +124,7 @@ func checkExec(cmd runc.Command, getenv func(string) string, h host) (runc.Hando
 		}
 		return ho, nil
 	}
-	if rs := CheckProcess(want, p); len(rs) > 0 {
+	if rs := CheckProcess(want, p, Facts{ID: cmd.ID, Strict: strict(h)}); len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
 	}
 	d, rs := Domain(want)
@@ -168,8 +177,7 @@ func checkUpdate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 func policyFor(cmd runc.Command, getenv func(string) string, h host, container *specs.Spec) (want *specs.Spec, who Refusal, r *Refusal) {
 	component, policy, marked := Identify(container)
 	if !marked {
-		strict, err := h.Exists(strictFile)
-		if err == nil && !strict {
+		if !strict(h) {
 			return nil, Refusal{}, nil
 		}
 		return nil, Refusal{}, plain(cmd, "marker", "a SHarness component (strict mode: "+strictFile+")", "none")
@@ -197,6 +205,23 @@ func policyFor(cmd runc.Command, getenv func(string) string, h host, container *
 	return want, who, nil
 }
 
+// gather asks the host for the facts Check needs about got, the spec of container id.
+func gather(h host, id string, got *specs.Spec) Facts {
+	f := Facts{ID: id, Strict: strict(h)}
+	f.Sources, f.Programs = h.Resolve(bindSources(got), hookPaths(got))
+	return f
+}
+
+// HostFacts gathers on this machine what the shim gathers at a create: the facts Check needs
+// about s, the spec of the container id. The e2e suite checks a running stack with it.
+func HostFacts(id string, s *specs.Spec) Facts { return gather(osHost{}, id, s) }
+
+// strict reports strict mode; a strict file the shim cannot check for counts as there.
+func strict(h host) bool {
+	ok, err := h.Exists(strictFile)
+	return ok || err != nil
+}
+
 // confine puts a created container under its Landlock domain (Confine). A restore is refused when
 // the policy has a domain: CRIU does not carry Landlock domains, so the restored tree would run
 // unconfined.
@@ -218,16 +243,16 @@ func confine(command string, getenv func(string) string, h host, want, got *spec
 	return Confine(d, got, helper, h.LandlockABI())
 }
 
-func readSpec(cmd runc.Command, h host, path string) (*specs.Spec, *Refusal) {
+func readSpec(cmd runc.Command, h host, path string) (*specs.Spec, []byte, *Refusal) {
 	data, err := h.ReadFile(path)
 	if err != nil {
-		return nil, plain(cmd, "config.json", "a readable bundle config", err.Error())
+		return nil, nil, plain(cmd, "config.json", "a readable bundle config", err.Error())
 	}
 	s, err := LoadSpec(data)
 	if err != nil {
-		return nil, plain(cmd, "config.json", "a valid bundle config", fmt.Sprintf("parse %s: %v", path, err))
+		return nil, nil, plain(cmd, "config.json", "a valid bundle config", fmt.Sprintf("parse %s: %v", path, err))
 	}
-	return s, nil
+	return s, data, nil
 }
 
 // containerSpec reads the config.json of a created container, found through `runc state`
@@ -240,5 +265,6 @@ func containerSpec(cmd runc.Command, h host) (*specs.Spec, *Refusal) {
 	if err != nil {
 		return nil, plain(cmd, "bundle", "the bundle of the container", err.Error())
 	}
-	return readSpec(cmd, h, filepath.Join(bundle, "config.json"))
+	s, _, r := readSpec(cmd, h, filepath.Join(bundle, "config.json"))
+	return s, r
 }

@@ -31,6 +31,7 @@ type fakeHost struct {
 	// Landlock helper is not installed.
 	oldKernel, noHelper bool
 	hashes              map[string]string // path in the root → "sha256:…"
+	sources             map[string]Source // what Resolve says of a bind source, if not a folder
 }
 
 func (h *fakeHost) HashInRoot(root, path string) (string, error) {
@@ -39,6 +40,28 @@ func (h *fakeHost) HashInRoot(root, path string) (string, error) {
 		return s, nil
 	}
 	return "", &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+}
+
+// Resolve: every source is a folder on ext4 under its own name, unless sources says otherwise;
+// every hook runs dockerd.
+func (h *fakeHost) Resolve(sources, hooks []string) (map[string]Source, map[string]string) {
+	h.reads = append(h.reads, "resolve")
+	out, programs := map[string]Source{}, map[string]string{}
+	for _, s := range sources {
+		if x, ok := h.sources[s]; ok {
+			out[s] = x
+			continue
+		}
+		x := Source{Path: filepath.Clean(s), Type: fs.ModeDir, FS: 0xEF53}
+		if b := filepath.Base(s); b == "hosts" || b == "hostname" || b == "resolv.conf" || b == "docker-init" {
+			x.Type = 0 // Docker's own files: regular, root's
+		}
+		out[s] = x
+	}
+	for _, p := range hooks {
+		programs[p] = "/usr/sbin/dockerd"
+	}
+	return out, programs
 }
 
 func (h *fakeHost) LandlockABI() int {
@@ -110,15 +133,19 @@ func encode(tb testing.TB, v any) string {
 	return string(b)
 }
 
-// fixtureFiles: /ok and the cwd hold the policy itself, /wide adds CAP_NET_ADMIN, /plain is
-// unmarked, /nopolicy names a policy that is not installed; /bundle is the running container's.
+// fixtureFiles: /ok and the cwd hold the policy itself without its binds (none of the host paths
+// exists here), /wide adds CAP_NET_ADMIN, /plain is unmarked, /nopolicy names a policy that is
+// not installed; /docker is what Docker 20.10 wrote for the agent (testdata/docker-20.10);
+// /bundle is the running container's.
 func fixtureFiles(tb testing.TB) map[string]string {
 	s, raw, component, policy := fixture(tb)
-	var wide, plain, nopolicy specs.Spec
-	for _, dst := range []*specs.Spec{&wide, &plain, &nopolicy} {
+	var ok, wide, plain, nopolicy specs.Spec
+	for _, dst := range []*specs.Spec{&ok, &wide, &plain, &nopolicy} {
 		if err := json.Unmarshal([]byte(raw), dst); err != nil {
 			tb.Fatal(err)
 		}
+		dst.Mounts = slices.DeleteFunc(dst.Mounts, func(m specs.Mount) bool { return mountKind(m) == "bind" })
+		dst.Annotations = nil // Docker 20.10 copies no labels into them: the marker is the environment
 	}
 	wide.Process.Capabilities.Bounding = append(wide.Process.Capabilities.Bounding, "CAP_NET_ADMIN")
 	plain.Annotations = nil
@@ -129,8 +156,11 @@ func fixtureFiles(tb testing.TB) map[string]string {
 	widerProc.Capabilities = &specs.LinuxCapabilities{Bounding: []string{"CAP_SYS_ADMIN"}, Effective: []string{"CAP_SYS_ADMIN"}}
 	return map[string]string{
 		PolicyPath(policyRoot, policy, component): raw,
-		"/ok/config.json":                         raw,
-		"config.json":                             raw,
+		"/ok/config.json":                         encode(tb, &ok),
+		"config.json":                             encode(tb, &ok),
+		"/docker/config.json":                     encode(tb, dockerFixture(tb, "agent")),
+		"/unknown/config.json":                    strings.Replace(encode(tb, &ok), "{", `{"x-engine":{"a":1},`, 1),
+		"/plain-unknown/config.json":              strings.Replace(encode(tb, &plain), "{", `{"x-engine":{"a":1},`, 1),
 		"/bundle/config.json":                     raw,
 		"/wide/config.json":                       encode(tb, &wide),
 		"/plain/config.json":                      encode(tb, &plain),
@@ -144,6 +174,7 @@ func fixtureFiles(tb testing.TB) map[string]string {
 
 func TestDecide(t *testing.T) {
 	files := fixtureFiles(t)
+	dockerID := fixtureFacts(dockerFixture(t, "agent")).ID
 	tests := []struct {
 		name      string
 		args      []string
@@ -154,6 +185,12 @@ func TestDecide(t *testing.T) {
 		wantStdin bool
 	}{
 		{name: "create --bundle", args: []string{"create", "--bundle", "/ok", "abc"}},
+		{name: "what Docker wrote", args: []string{"create", "--bundle", "/docker", dockerID}},
+		{name: "a field runtime-spec does not have", args: []string{"create", "--bundle", "/unknown", "abc"},
+			wantField: "config.json", wantMsg: `unknown field "x-engine"`},
+		{name: "an unmarked one passes with it", args: []string{"create", "--bundle", "/plain-unknown", "abc"}},
+		{name: "what Docker wrote, under another container's id", args: []string{"create", "--bundle", "/docker", "abc"},
+			wantField: "mounts[/etc/hostname]", wantMsg: "linux.cgroupsPath"},
 		{name: "create -b", args: []string{"create", "-b", "/ok", "abc"}},
 		{name: "create --bundle=", args: append(append([]string{}, containerdGlobals...), "create", "--bundle=/ok", "abc")},
 		{name: "run -b=", args: []string{"run", "-b=/ok", "-d", "abc"}},
@@ -303,8 +340,8 @@ func TestDecideConfines(t *testing.T) {
 	if m.Destination != HelperMount || m.Source != DefaultHelper || !slices.Contains(m.Options, "ro") {
 		t.Errorf("create: last mount %+v, want the helper bound read-only", m)
 	}
-	if !unwrap(got) || len(Check(want, got)) != 0 {
-		t.Errorf("create: the unwrapped spec does not pass the policy: %v", Check(want, got))
+	if !unwrap(got) || len(Check(want, got, fixtureFacts(got))) != 0 {
+		t.Errorf("create: the unwrapped spec does not pass the policy: %v", Check(want, got, fixtureFacts(got)))
 	}
 
 	act, r = decide([]string{"exec", "-p", "/proc-ok.json", "abc"}, getenv, &fakeHost{files: files, bundles: map[string]string{"abc": "/bundle"}})
@@ -422,4 +459,33 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("decide(%q) allowed what runc.Parse refused: %v", args, err)
 		}
 	})
+}
+
+// TestDecideResolvesSources: a create judges each bind source by what the host opened, and
+// hands runc the resolved name, so that runc follows no link the shim did not see; a link to the
+// Docker socket at a listed destination is refused with both names.
+func TestDecideResolvesSources(t *testing.T) {
+	files := fixtureFiles(t)
+	docker := dockerFixture(t, "agent")
+	id := fixtureFacts(docker).ID
+	var claude string
+	for _, m := range docker.Mounts {
+		if m.Destination == "/workspace/.claude" {
+			claude = m.Source
+		}
+	}
+	h := &fakeHost{files: files, sources: map[string]Source{claude: {Path: "/srv/real/.claude", Type: fs.ModeDir, FS: 0xEF53}}}
+	act, r := decide([]string{"create", "--bundle", "/docker", id}, getenv, h)
+	if r != nil {
+		t.Fatalf("refused: %s", r.Error())
+	}
+	i := slices.IndexFunc(act.Spec.Mounts, func(m specs.Mount) bool { return m.Destination == "/workspace/.claude" })
+	if i < 0 || act.Spec.Mounts[i].Source != "/srv/real/.claude" {
+		t.Errorf("the handover's .claude mount is %+v, want the resolved source", act.Spec.Mounts[i])
+	}
+	h = &fakeHost{files: files, sources: map[string]Source{claude: {Path: "/run/docker.sock", Type: fs.ModeSocket, FS: 0x01021994}}}
+	if _, r := decide([]string{"create", "--bundle", "/docker", id}, getenv, h); r == nil ||
+		!strings.Contains(r.Error(), "mounts[/workspace/.claude]: want no engine socket or state got source "+claude+" → /run/docker.sock") {
+		t.Errorf("a link to the Docker socket: %v, want the refusal naming both", r)
+	}
 }

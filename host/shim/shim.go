@@ -1,18 +1,23 @@
 // Package shim is sharness-runtime, the OCI runtime that turns a compiled policy from a Setting
-// into a Boundary (docs/architecture.md, "The runtime shim"; issue 6). Run reads runc's command
-// line (host/shim/runc), decides it, and either refuses it, writing a Refusal to runc's --log in
-// runc's format, or hands it over to runc with the same argv.
+// into a Boundary (docs/architecture.md, "The runtime shim"; issues 6 and 16). Run reads runc's
+// command line (host/shim/runc), decides it, and either refuses it, writing a Refusal to runc's
+// --log in runc's format, or hands it over to runc with the same argv.
 //
 // Deciding: create, run and restore read the bundle's config.json; exec and update find the
 // container's through `runc state`. The container's marker (Identify) names its component and
 // policy, and the spec is compared with the component's compiled config.json under PolicyPath
 // ($SHARNESS_RUNTIME_POLICIES or DefaultRoot); a missing or unreadable compiled policy is a
 // refusal. An unmarked container passes through unchanged unless /etc/sharness-ai/strict exists
-// (strict mode), where it is refused. Check, CheckProcess, CheckResources and CheckCode are pure:
-// they return every way the engine's spec is wider than the policy, and an empty result is the
-// only "allowed". Narrow adds the policy's masked and read-only paths, Confine and ConfineProcess
-// put the process under the policy's Landlock domain (through the helper, host/shim/restrict);
-// every error on the way is a refusal.
+// (strict mode), where it is refused. The comparison is an allowlist of the whole runtime spec
+// (allow.go): every field of runtime-spec v1.3.0 has one rule (the compiled value, narrower by a
+// named rule, or the engine's, recognised exactly), a field without one is refused when set, and
+// TestRulesCoverTheSpec holds the table complete by reflection. Check, CheckProcess (exec) and
+// CheckResources (update) apply it and are pure: what they need from the host (each bind source
+// opened and described, each hook's program) comes in as Facts, gathered first (host.Resolve).
+// An empty result is the only "allowed". Narrow adds the policy's masked and read-only paths and
+// its mounts' nosuid, nodev and noexec, Confine and ConfineProcess put the process under the
+// policy's Landlock domain (through the helper, host/shim/restrict), and the bind sources are
+// handed to runc resolved; every error on the way is a refusal.
 //
 // What it does not guarantee:
 //   - The identity is the container's own claim (annotations, else its environment). A container
@@ -22,15 +27,23 @@
 //     even where this runtime is the default.
 //   - The config.json it checks is read again by runc (an exec's process is not: runc gets the
 //     checked bytes in a memfd): it must live where only root writes (containerd's bundles do).
-//     Between the check and runc's start nothing else is compared.
-//   - Mount sources are compared lexically (no symlink resolution, no stat): a symlink on the host
-//     that points at the Docker socket and is bound at a listed destination is not seen here.
-//   - Seccomp is compared by syscall name: argument filters are not compared (see checkSeccomp).
-//   - Hooks, rlimits, sysctls the policy does not name, the OOM score, the CPU and I/O limits and
-//     the process's arguments and environment are not compared: the image and the engine decide
-//     them.
+//     runc mounts bind sources by the names the shim resolved, later: a folder on such a name
+//     renamed in between (by whoever may write its parent) is not seen (see osHost.Resolve).
+//   - Which host folder a host-folder mount (the workspace, the manifest, kms's secrets) binds is
+//     not bound to the session: any folder passes that is not the engine's state, not the host's
+//     /proc, /sys or /dev, a folder or a regular file on a disk filesystem, and reached without a
+//     symbolic link below another bind source. What such a folder holds (a socket, a mount the
+//     host made below it) is not looked into. A policy volume must be a plain Docker volume named
+//     <project>_<name>: another project's volume of that name passes.
+//   - Environment: the switches it compares are SHARNESS_AI_* and the Go runtime's (goSwitches).
+//     envExceptions lets through, within bounds, what no compiled spec can carry yet: the policy
+//     hash or key the person supplies (so an edited compose file can mount another manifest and
+//     name its hash), the operator's approval key, the gate's timeout, and, outside strict mode,
+//     the offline world's three test switches. Every other variable is the image's and the
+//     caller's.
 //   - Code is compared only where the policy pins subject.code_sha256 (CheckCode), and then only
-//     the entrypoint's file: no image digest, and nothing the entrypoint loads or executes.
+//     the entrypoint's file: no image digest, and nothing the entrypoint loads or executes. The
+//     agent's command, an exec's command and every working folder are the caller's.
 //   - runc's own flags are read only for what they change in the process or the resources: the
 //     other flags runc accepts on a create, run or restore (--no-pivot, --no-new-keyring,
 //     --preserve-fds, restore's --lsm-profile) pass unexamined, and a restore's checkpoint image
@@ -38,9 +51,7 @@
 package shim
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -97,8 +108,8 @@ func PolicyDir(root, hash string) string {
 // trailing data and any object that repeats a key, even in a spelling encoding/json folds to the
 // same field (internal/strictjson): runc decodes the same bytes with encoding/json, which takes
 // the last of a repeated key and matches keys case-insensitively, and the shim must not read a
-// spec runc reads differently. Unknown fields are allowed: engines and newer
-// spec versions add them.
+// spec runc reads differently. Unknown fields are allowed here, so that an unmarked container
+// passes through as under runc; a SHarness container's spec must have none (KnownFields).
 func LoadSpec(data []byte) (*specs.Spec, error) {
 	if len(data) > MaxSpecSize {
 		return nil, fmt.Errorf("load spec: %d bytes, more than %d", len(data), MaxSpecSize)
@@ -107,14 +118,20 @@ func LoadSpec(data []byte) (*specs.Spec, error) {
 		return nil, fmt.Errorf("load spec: %w", err)
 	}
 	var s specs.Spec
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("load spec: %w", err)
 	}
-	if dec.More() {
-		return nil, errors.New("load spec: trailing data")
-	}
 	return &s, nil
+}
+
+// KnownFields refuses a spec with a field runtime-spec v1.3.0 does not have: the allowlist has no
+// rule for it, and a newer runc could act on it. Docker 20.10 writes none (testdata/docker-20.10).
+func KnownFields(data []byte) error {
+	var s specs.Spec
+	if err := strictjson.Decode(data, maxSpecDepth, &s); err != nil {
+		return fmt.Errorf("load spec: %w", err)
+	}
+	return nil
 }
 
 // Identify reads which component and policy a spec claims to be. Annotations

@@ -133,10 +133,10 @@ func FuzzLoadSpec(f *testing.F) {
 			return
 		}
 		Identify(s)
-		Check(want, s)
-		Check(s, s)
+		Check(want, s, fixtureFacts(s))
+		Check(s, s, Facts{})
 		if s.Process != nil {
-			CheckProcess(want, s.Process)
+			CheckProcess(want, s.Process, Facts{})
 		}
 		if s.Linux != nil {
 			CheckResources(want, s.Linux.Resources)

@@ -60,12 +60,11 @@ func TestJudge(t *testing.T) {
 // fakeProject is a project's containers and networks on an engine that answers Down's and
 // Status's commands, and records them.
 type fakeProject struct {
-	ps       []string // compose ps lines
-	cs       []engine.Container
-	nets     []string
-	vols     []string
-	calls    []string
-	oneOffUp bool // compose down leaves run containers (it does) and the networks they hold
+	ps    []string // compose ps lines
+	cs    []engine.Container
+	nets  []string
+	vols  []string
+	calls []string
 }
 
 func (f *fakeProject) run(_ context.Context, c engine.Command) error {

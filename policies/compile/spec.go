@@ -9,6 +9,7 @@ package compile
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -92,11 +93,11 @@ func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 		s.Process = &specs.Process{
 			User: specs.User{UID: uint32(c.UID), GID: uint32(c.GID)},
 			Args: args,
-			Env: []string{
+			Env: append([]string{
 				"PATH=/usr/local/bin:/usr/bin:/bin",
 				"SHARNESS_AI_COMPONENT=" + c.Name,
 				"SHARNESS_AI_POLICY=" + m.Hash,
-			},
+			}, EdgeEnv(m, c)...),
 			Cwd: "/",
 			// Bounding, effective, permitted and inheritable hold only what the policy names;
 			// ambient stays empty, so an exec never gains anything.
@@ -104,6 +105,8 @@ func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 				Bounding: caps, Effective: caps, Permitted: caps, Inheritable: []string{}, Ambient: []string{},
 			},
 			NoNewPrivileges: true,
+			// Explicit: unset, runc leaves the container the OOM score of whatever starts it.
+			OOMScoreAdj: new(int),
 			Rlimits: []specs.POSIXRlimit{
 				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}, // no core files: they would hold memory
 				{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024},
@@ -111,6 +114,26 @@ func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 		}
 		return nil
 	}
+}
+
+// EdgeEnv is where a component finds the bash and fs it has edges to (SHARNESS_AI_BASH_MCP,
+// SHARNESS_AI_FS_URL, SHARNESS_AI_FS_MCP), as NAME=value, sorted. The compiled spec carries it,
+// so that the runtime shim holds the compose file (compose/render.go sets the same) to it.
+func EdgeEnv(m *pbp.Manifest, c *pbp.Component) []string {
+	var env []string
+	for _, e := range m.Edges {
+		to := m.Component(e.To)
+		switch {
+		case e.From != c.Name || to == nil:
+		case to.Kind == pbp.KindBash:
+			env = append(env, fmt.Sprintf("SHARNESS_AI_BASH_MCP=http://%s:%d/mcp", to.Name, BashPort))
+		case to.Kind == pbp.KindFS:
+			env = append(env, fmt.Sprintf("SHARNESS_AI_FS_URL=http://%s:%d", to.Name, FSPort),
+				fmt.Sprintf("SHARNESS_AI_FS_MCP=http://%s:%d/mcp", to.Name, FSPort))
+		}
+	}
+	slices.Sort(env)
+	return env
 }
 
 func withMounts(c *pbp.Component) SpecOpt {
