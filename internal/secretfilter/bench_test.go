@@ -18,8 +18,9 @@ import (
 //
 // BenchmarkScan: Filter.Scan (one harness secret held, as in llm) against gitleaks v8's
 // detector with its default configuration and decoding on (MaxDecodeDepth 5, the gitleaks CLI
-// default), over the same documents: the labelled corpus and 4 MiB of deterministic
-// source-code-like text, cut into documents of at most 16 KiB (a message or a tool result).
+// default), over the same documents: the labelled corpus, the tool corpus (2.4 MB of dumps and
+// wrapped, escaped and encoded files) and 4 MiB of deterministic source-code-like text, cut
+// into documents of at most 16 KiB (a message or a tool result).
 // gitleaks is also run with decoding off, for scale. Reported: MB/s of each, "×gitleaks-decodeN"
 // (our MB/s over that configuration's, measured in the same run), and on the labelled corpus
 // the recall (true-positive cases with at least one hit) and precision (cases with a hit that
@@ -98,7 +99,7 @@ func benchDocs(b *testing.B) ([][]byte, int) {
 	return docs, total
 }
 
-func gitleaksDetector(b *testing.B, decodeDepth int) *detect.Detector {
+func gitleaksDetector(b testing.TB, decodeDepth int) *detect.Detector {
 	logging.Logger = logging.Logger.Level(zerolog.Disabled)
 	d, err := detect.NewDetectorDefaultConfig()
 	if err != nil {
@@ -131,6 +132,25 @@ func quality(b *testing.B, found func(string) bool) (recall, precision float64) 
 
 func BenchmarkScan(b *testing.B) {
 	docs, total := benchDocs(b)
+	scanBench(b, docs, total, true)
+}
+
+// BenchmarkScanTools is BenchmarkScan over the tool corpus: 2.4 MB of what real tools printed
+// over files of fake secrets (dumps, wrapped, escaped and encoded files, and the files
+// themselves), where the normaliser has the most to do; recall and precision are those of
+// TestToolCorpusReport.
+func BenchmarkScanTools(b *testing.B) {
+	var docs [][]byte
+	total := 0
+	for _, tc := range loadToolCorpus(b) {
+		docs, total = append(docs, tc.text), total+len(tc.text)
+	}
+	scanBench(b, docs, total, false)
+}
+
+// scanBench runs the filter and gitleaks over docs, reporting the ratio of their throughputs
+// and, with quality, recall and precision on the labelled corpus.
+func scanBench(b *testing.B, docs [][]byte, total int, withQuality bool) {
 	peers := map[string]float64{} // MB/s of each gitleaks configuration
 	for _, depth := range []int{5, 0} {
 		name := fmt.Sprintf("gitleaks-decode%d", depth)
@@ -143,14 +163,19 @@ func BenchmarkScan(b *testing.B) {
 				}
 			}
 			peers[name] = float64(total) * float64(b.N) / b.Elapsed().Seconds() / 1e6
-			recall, precision := quality(b, func(s string) bool { return len(d.DetectString(s)) > 0 })
-			b.ReportMetric(recall, "recall")
-			b.ReportMetric(precision, "precision")
+			if withQuality {
+				recall, precision := quality(b, func(s string) bool { return len(d.DetectString(s)) > 0 })
+				b.ReportMetric(recall, "recall")
+				b.ReportMetric(precision, "precision")
+			}
 		})
 	}
 	b.Run("secretfilter", func(b *testing.B) {
 		f := newTestFilter(b)
-		recall, precision := quality(b, func(s string) bool { return len(f.Scan([]byte(s))) > 0 })
+		var recall, precision float64
+		if withQuality {
+			recall, precision = quality(b, func(s string) bool { return len(f.Scan([]byte(s))) > 0 })
+		}
 		f.AddSecret("anthropic-api-key", testSecrets[0])
 		b.SetBytes(int64(total))
 		for b.Loop() {
@@ -162,9 +187,55 @@ func BenchmarkScan(b *testing.B) {
 		for name, mbs := range peers {
 			b.ReportMetric(ours/mbs, "×"+name)
 		}
-		b.ReportMetric(recall, "recall")
-		b.ReportMetric(precision, "precision")
+		if withQuality {
+			b.ReportMetric(recall, "recall")
+			b.ReportMetric(precision, "precision")
+		}
 	})
+}
+
+// BenchmarkNormalise: Scan against the same scan of the text alone (baseline=text-only: no
+// view of the normaliser, the layers over the text as it is), over ordinary source-like text
+// and over the tool corpus (dumps, wrapped and escaped files, and the files themselves); the
+// ratio is what the normaliser costs.
+func BenchmarkNormalise(b *testing.B) {
+	tools := [][]byte{}
+	for _, tc := range loadToolCorpus(b) {
+		tools = append(tools, tc.text)
+	}
+	src, _ := benchDocs(b)
+	for _, set := range []struct {
+		name string
+		docs [][]byte
+	}{{"source", src}, {"tools", tools}} {
+		total := 0
+		for _, d := range set.docs {
+			total += len(d)
+		}
+		f := newTestFilter(b)
+		f.AddSecret("anthropic-api-key", testSecrets[0])
+		var baseline float64
+		b.Run(set.name+"/baseline=text-only", func(b *testing.B) {
+			b.SetBytes(int64(total))
+			for b.Loop() {
+				for _, d := range set.docs {
+					f.scan(d, []normView{{v: &view{dec: d}}})
+				}
+			}
+			baseline = b.Elapsed().Seconds() / float64(b.N)
+		})
+		b.Run(set.name+"/normalised", func(b *testing.B) {
+			b.SetBytes(int64(total))
+			for b.Loop() {
+				for _, d := range set.docs {
+					f.Scan(d)
+				}
+			}
+			if baseline > 0 {
+				b.ReportMetric(b.Elapsed().Seconds()/float64(b.N)/baseline, "×text-only-time")
+			}
+		})
+	}
 }
 
 func BenchmarkExact(b *testing.B) {
@@ -221,6 +292,16 @@ var adversarialShapes = map[string]string{
 	"base64":      "QUtJQU",
 	"xoxb":        "xoxb-1-",
 	"escapes":     `\u002d%2D&#45;`, // every escape scheme: four views, each full of escapes
+	// The normaliser's views: a keyword cut at each line end (joins), dump lines, od -c
+	// fields, invisible and look-alike characters, cat -A lines.
+	"wrapped":  "sk-a\nnt-",
+	"xxd":      "00000000: 736b 2d61 6e74 2d61 7069 3033 2d41 4243  sk-ant-api03-ABC\n",
+	"od-c":     "   s   k   -   a   n   t   -   a   p   i   0   3   -   A   B   C\n",
+	"unicode":  "А\u200b",
+	"cat-A":    "sk-ant-^I$\n",
+	"base64-w": "c2stYW50LWFwaTAzLQ\n",
+	// Every view at once: cat -A lines that are od -c lines, with escapes and look-alikes.
+	"all-views": "0000000   s   k   -   a   \\   u   0   0   4   1   M   -   b$\n\u0041А\u200b$\n",
 }
 
 // BenchmarkAdversarial reports Scan's throughput on 1 MiB of each shape, against the mixed

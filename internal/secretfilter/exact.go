@@ -103,7 +103,10 @@ func (x *exactSet) find(text []byte, hits []Hit) []Hit {
 	hits = x.match(text, hits)
 	eachView(text, func(v *view) {
 		for _, h := range x.match(v.dec, nil) {
-			hits = append(hits, Hit{Rule: h.Rule, Start: v.orig(h.Start, false), End: v.orig(h.End-1, true)})
+			// An escape view is contiguous in text: a hit is one interval, covering each escape
+			// it touches whole.
+			ivs := v.toParent(h.Start, h.End, nil)
+			hits = append(hits, Hit{Rule: h.Rule, Start: ivs[0].a, End: ivs[len(ivs)-1].b})
 		}
 	})
 	return hits

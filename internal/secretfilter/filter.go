@@ -1,6 +1,6 @@
 // Package secretfilter finds secrets in text that is about to leave a component (a message to
 // the model, a command's output, a file write) and redacts them, for llm, bash and fs
-// (docs/architecture.md, "The model path and custody").
+// (docs/architecture.md, "The model path and custody"; docs/secretfilter.md).
 //
 // Two layers. Layer 1 matches exactly (hex in any case) every secret the harness itself holds,
 // in the encodings AddSecret lists (raw, base64, hex), in the text and in views of it with its
@@ -9,23 +9,36 @@
 // regular expression that runs only where one of its keywords occurs, with an entropy floor
 // where a format alone would match ordinary text; a policy adds its own rules (pbp.FilterRule).
 // Layer 2 also reads every long run of base64 decoded once (Kubernetes secrets, Docker auths),
-// but not the escape-decoded views. Hits never carry the matched bytes, only rule names and
-// offsets in the text given, so they can be logged and audited. The agent writes the text, so
-// the curated rules' cost is bounded by a constant times its length whatever it holds (a budget
-// on keyword-anchored matching, then RE2's linear time); BenchmarkAdversarial measures the worst
-// shapes known.
+// over line breaks (base64 wrapped at any width). Hits never carry the matched bytes, only rule
+// names and offsets in the text given, so they can be logged and audited. The agent writes the
+// text, so the curated rules' cost is bounded by a constant times its length whatever it holds
+// (a budget on keyword-anchored matching, then RE2's linear time); BenchmarkAdversarial measures
+// the worst shapes known.
+//
+// Both layers read the text as tools print it, not only as it was written (issue 21): the
+// normaliser (normalise.go, dump.go) makes views of the text with Unicode format characters
+// removed and look-alike letters mapped to ASCII, cat -A read back, hex dumps (xxd, hexdump,
+// od -x, od -t x) and od -c decoded, and escapes (\uXXXX, \xHH, %XX) decoded; a rule's candidate
+// that ends at a line end continues on the next line (join.go), as fold -w and pasted keys
+// wrap it; fixed-length ids need no word boundary after them (paste -sd "" glues them). Each
+// view maps its bytes back to the text's, so a hit redacts exactly the bytes that carried the
+// secret: a dump's digits and its text column, line by line.
 //
 // There is deliberately no in-text suppression marker (gitleaks' "gitleaks:allow"): the text
 // comes from the agent, which is untrusted, and a marker would let it unfilter anything.
 //
-// What it does not guarantee: that text without hits holds no secret. Layer 2 finds formats,
-// not secrets, and layer 1 only the spellings it lists; an agent that wants to smuggle a secret
-// out can re-encode it in countless ways (reverse it, split it, encrypt it). The filter stops
-// accidents and careless exfiltration, not a determined agent holding the secret; keeping
-// secrets out of the agent's reach (kms, net) does that. Secrets given to AddSecret stay in
-// ordinary Go memory, with their encodings, for the Filter's lifetime. Redact removes what Scan
-// finds in the whole text: where a hit starts or ends inside an escape sequence, what is left
-// around it can decode differently read alone (llm scans what it sends again).
+// What it does not guarantee: that text without hits holds no secret. It is a guard against
+// accidents and careless exfiltration, not a wall. Layer 2 finds formats, not secrets, and
+// layer 1 only the spellings and views it lists. No filter finds a secret the agent encrypts
+// or transforms with a key (XOR, AES, a keyed hash), compresses, reverses, or splits across
+// separate requests or tool calls, nor one re-encoded in a way nobody listed (base32, double
+// percent-encoding, quoted-printable, octal or decimal dumps, xxd -e, a value wrapped inside a
+// diff's '+' lines); an agent that holds a secret and wants it out can do any of these. Keeping
+// secrets out of the agent's reach (kms, net) is what stops a determined agent. Secrets given
+// to AddSecret stay in ordinary Go memory, with their encodings, for the Filter's lifetime.
+// Redact removes what Scan finds in the whole text: where a hit starts or ends inside an
+// escape sequence, what is left around it can decode differently read alone (llm scans what it
+// sends again).
 package secretfilter
 
 import (
@@ -120,10 +133,13 @@ var errMatchesEmpty, errEmptyKeyword = errors.New("the expression matches the em
 // whole. Each view decodes once (an escape's output is not read again) and either one scheme or
 // all of them: so a secret holding a '\', '%' or '&' is found escaped in one scheme if that
 // scheme's own introducer is escaped (as its encoders do), but escaped in several schemes at once
-// only if every '\', '%' and '&' in it is. \u escapes and entities stand for UTF-8. Not: base64 broken into lines
-// inside the secret, hex with separators, base32, double (%252D) or compressed encodings, escapes
-// of other kinds (octal \055, %u002D, \u{2d}, other named entities, quoted-printable), a secret
-// split, reversed or changed in case.
+// only if every '\', '%' and '&' in it is. \u escapes and entities stand for UTF-8. It finds all
+// of these in the normaliser's views too (a hex dump of the secret, its base64 through od -c,
+// with zero-width spaces inside), and with line breaks and the blanks around them removed, so
+// that a secret, its base64 or its hex wrapped at any width or indented under a YAML key is
+// found. Not: base32, double (%252D) or compressed encodings, escapes of other kinds (octal
+// \055, %u002D, \u{2d}, other named entities, quoted-printable), hex with separators other
+// than a dump's layout, a secret split, reversed or changed in case.
 func (f *Filter) AddSecret(name string, secret []byte) {
 	if len(secret) < MinSecretLen {
 		return
@@ -143,9 +159,40 @@ func (f *Filter) Rules() []string { return slices.Clone(f.allNames) }
 
 // Scan returns the hits in text, sorted by Start and not overlapping: overlapping hits are
 // merged into one that keeps the name of the one starting first (of layer 1, then of the
-// earliest rule, when they start together).
-func (f *Filter) Scan(text []byte) []Hit {
-	hits := f.decoded(text, f.layer2(text, f.exact.Load().find(text, nil)))
+// earliest rule, when they start together). Both layers read the text and each view the
+// normaliser makes of it (normalise.go); a secret a view shows spread over several places of
+// the text (a dump's lines, its hex and its text column) gives one hit per place.
+func (f *Filter) Scan(text []byte) []Hit { return f.scan(text, normalised(text)) }
+
+// scan is Scan over the views given, the text's own first.
+func (f *Filter) scan(text []byte, views []normView) []Hit {
+	x := f.exact.Load()
+	var hits []Hit
+	for _, n := range views {
+		v := n.v
+		emit := func(rule string, ivs []ival) { hits = hitsOf(text, rule, v.toRoot(ivs), hits) }
+		if len(x.forms) > 0 {
+			var l1 []Hit
+			if n.esc {
+				l1 = x.match(v.dec, nil)
+			} else {
+				l1 = x.find(v.dec, nil)
+			}
+			for _, h := range l1 {
+				emit(h.Rule, []ival{{h.Start, h.End}})
+			}
+			if q := squeezed(v.dec); q != nil {
+				if l1 := x.match(q, nil); len(l1) > 0 {
+					sq := squeeze(v)
+					for _, h := range l1 {
+						hits = hitsOf(text, h.Rule, sq.toRoot([]ival{{h.Start, h.End}}), hits)
+					}
+				}
+			}
+		}
+		f.layer2(v.dec, emit)
+		f.decoded(v.dec, emit)
+	}
 	slices.SortFunc(hits, func(a, b Hit) int {
 		if a.Start != b.Start || a.Rule == b.Rule {
 			return cmp.Compare(a.Start, b.Start)
@@ -163,34 +210,37 @@ func (f *Filter) Scan(text []byte) []Hit {
 	return out
 }
 
-// layer2 appends the hits of the rules in text.
+// layer2 calls emit with each rule's hits in text: the rule and the intervals of text that
+// carry the secret (one, or one a line for a match joined over line breaks).
 //
 // A curated rule runs anchored at each occurrence of its keywords, except inside its previous
 // match. Text made to defeat that (a keyword every few bytes, each starting a long near-match)
 // could cost a window per occurrence; so once a rule's anchored runs have read more than
 // 16 bytes per byte of text, it runs once over the whole text instead, like a policy rule, in
-// the linear time RE2 guarantees.
-func (f *Filter) layer2(text []byte, hits []Hit) []Hit {
+// the linear time RE2 guarantees (without joining lines).
+func (f *Filter) layer2(text []byte, emit func(string, []ival)) {
 	whole := make([]bool, len(f.rules))
 	spent, done := make([]int, len(f.rules)), make([]int, len(f.rules))
 	f.kw.find(text, func(id, at int) {
+		at = f.kw.start(text, id, at)
 		i := f.kwRule[id]
 		switch r := &f.rules[i]; {
 		case whole[i] || at < done[i]:
 		case r.re == nil || spent[i] > 16*len(text)+1<<16:
 			whole[i] = true
 		default:
-			hits, done[i], spent[i] = r.matchAt(text, at, hits, spent[i])
+			done[i], spent[i] = r.matchAt(text, at, emit, spent[i])
 		}
 	})
 	for i := range f.rules {
 		if r := &f.rules[i]; whole[i] || len(r.keywords) == 0 {
 			for _, m := range r.all.FindAllSubmatchIndex(text, -1) {
-				hits = r.accept(text, 0, m, hits)
+				if s, e, ok := r.accept(text, 0, m); ok {
+					emit(r.name, []ival{{s, e}})
+				}
 			}
 		}
 	}
-	return hits
 }
 
 // b64Std maps the characters of both base64 alphabets to the standard one, others to 0.
@@ -206,29 +256,53 @@ var b64Std = func() (m [256]byte) {
 // format (20 bytes, an AWS access key id).
 const minRun = 27
 
-// decoded appends the rules' hits in each run of base64 (standard or URL-safe alphabet, at least
-// minRun characters), decoded once, as credentials in Kubernetes secrets, Docker configurations
-// or `echo … | base64 -d` commands are. A hit covers the encoded characters that carry any of
-// its bytes. The rules see no other decoding (hex, percent, JSON or HTML escapes, base64 within
-// base64 or broken into lines); layer 1 covers the harness's own secrets in those AddSecret lists.
-func (f *Filter) decoded(text []byte, hits []Hit) []Hit {
+// decoded calls emit with the rules' hits in each run of base64 (standard or URL-safe alphabet,
+// at least minRun characters), decoded once, as credentials in Kubernetes secrets, Docker
+// configurations or `echo … | base64 -d` commands are. A run goes on over a line break between
+// two of its characters, so base64 wrapped at any width (base64, base64 -w N, PEM bodies) reads
+// whole. A hit covers the encoded characters that carry any bit of it, line by line. The
+// rules see no base64 within base64; layer 1 covers the harness's own secrets in the forms
+// AddSecret lists.
+func (f *Filter) decoded(text []byte, emit func(string, []ival)) {
+	j := &joinedText{text: text} // one for every run: most runs are short and go no further
 	for i := 0; i+minRun <= len(text); {
-		// A run of minRun characters at or after i holds text[i+minRun-1]: probe that first,
-		// which skips minRun bytes of ordinary text at a time.
+		// A run of minRun characters at or after i holds text[i+minRun-1], or a line break
+		// inside one: probe that first, which skips minRun bytes of ordinary text at a time.
 		k := i + minRun - 1
-		if b64Std[text[k]] == 0 {
+		if c := text[k]; b64Std[c] == 0 && c != '\n' && c != '\r' {
 			i = k + 1
 			continue
 		}
-		s, j := k, k+1
-		for s > i && b64Std[text[s-1]] != 0 {
-			s--
+		j.cuts = j.cuts[:0]
+		s, e := k, k
+		for s > i {
+			if b64Std[text[s-1]] != 0 {
+				s--
+			} else if p := breakBefore(text, s); p > i && b64Std[text[p-1]] != 0 && s < len(text) && b64Std[text[s]] != 0 {
+				j.cuts = append(j.cuts, ival{p, s})
+				s = p
+			} else {
+				break
+			}
 		}
-		for j < len(text) && b64Std[text[j]] != 0 {
-			j++
+		slices.Reverse(j.cuts)
+		for e < len(text) {
+			if b64Std[text[e]] != 0 {
+				e++
+			} else if q := breakEnd(text, e); q > 0 && e > s && b64Std[text[e-1]] != 0 && q < len(text) && b64Std[text[q]] != 0 {
+				j.cuts = append(j.cuts, ival{e, q})
+				e = q
+			} else {
+				break
+			}
 		}
-		if n := j - s; n >= minRun {
-			run := bytes.Clone(text[s:j])
+		j.at = s
+		n := e - s
+		for _, c := range j.cuts {
+			n -= c.b - c.a
+		}
+		if n >= minRun {
+			run := j.prefix(n)
 			if n%4 == 1 {
 				run = run[:n-1] // a lone last character carries no byte
 			}
@@ -236,50 +310,78 @@ func (f *Filter) decoded(text []byte, hits []Hit) []Hit {
 				run[k] = b64Std[c]
 			}
 			dec, _ := base64.RawStdEncoding.AppendDecode(nil, run) // decodes up to an error
-			for _, h := range f.layer2(dec, nil) {
-				hits = append(hits, Hit{Rule: h.Rule, Start: s + h.Start/3*4, End: min(j, s+(h.End+2)/3*4)})
-			}
+			j := &joinedText{text: text, at: j.at, cuts: slices.Clone(j.cuts)}
+			f.layer2(dec, func(rule string, ivs []ival) {
+				var out []ival
+				for _, iv := range ivs {
+					// Character k holds bits 6k to 6k+5 of the decoded bytes.
+					out = append(out, j.spans(8*iv.a/6, min(n, (8*iv.b-1)/6+1))...)
+				}
+				emit(rule, out)
+			})
 		}
-		i = j + 1
+		i = e + 1
 	}
-	return hits
 }
 
-// matchAt runs r's anchored expression at offset at, over r.after bytes and, while the match
-// ends near the end of what it was given (where a cut could have stopped it: within a line
-// separator of a PEM body, say), over twice as many. It returns the hits, where the match ended
-// (at if none) and spent plus the bytes it gave the expression.
-func (r *rule) matchAt(text []byte, at int, hits []Hit, spent int) ([]Hit, int, int) {
+// matchAt runs r's anchored expression at offset at (rule.run), then again with line breaks
+// removed where the candidate ends at one and continues on the next line (rule.join). It
+// calls emit with the hit, and returns where the match ended (at if none) and spent plus the
+// bytes it gave the expression.
+func (r *rule) matchAt(text []byte, at int, emit func(string, []ival), spent int) (int, int) {
 	if r.wordStart && at > 0 && syntax.IsWordChar(rune(text[at-1])) {
-		return hits, at, spent
+		return at, spent
 	}
+	_, m, spent := r.run(func(n int) []byte { return text[at:min(len(text), at+n)] }, spent)
+	ivs, end, spent := r.join(text, at, m, spent)
+	if ivs != nil {
+		emit(r.name, ivs)
+		return end, spent
+	}
+	if m == nil {
+		return at, spent
+	}
+	if s, e, ok := r.accept(text, at, m); ok {
+		emit(r.name, []ival{{s, e}})
+	}
+	return at + m[1], spent
+}
+
+// run runs r's anchored expression over the first r.after bytes of what src gives (src(n) is
+// the first n bytes of a text, fewer at its end), and over twice as many while the match ends
+// near the end of what it was given (where a cut could have stopped it: within a line separator
+// of a PEM body, say). It returns the bytes it last read, the match in them and spent plus the
+// bytes it read.
+func (r *rule) run(src func(n int) []byte, spent int) ([]byte, []int, int) {
 	for n := r.after; ; n *= 2 {
-		end := min(len(text), at+n)
-		m := r.re.FindSubmatchIndex(text[at:end])
-		spent += end - at
-		if m != nil && m[1]+cutSlack >= end-at && end < len(text) {
+		t := src(n)
+		m := r.re.FindSubmatchIndex(t)
+		spent += len(t)
+		if m != nil && m[1]+cutSlack >= len(t) && len(t) == n {
 			continue
 		}
-		if m == nil {
-			return hits, at, spent
-		}
-		return r.accept(text, at, m, hits), at + m[1], spent
+		return t, m, spent
 	}
 }
 
 const cutSlack = 16
 
-// accept appends the hit of match m (offsets from base), unless there is none, it is empty, it
-// is below the rule's entropy floor or the rule skips it.
-func (r *rule) accept(text []byte, base int, m []int, hits []Hit) []Hit {
+// accept returns the secret of match m (offsets from base) in text, unless there is none, it
+// is empty, it is below the rule's entropy floor or the rule skips it.
+func (r *rule) accept(text []byte, base int, m []int) (int, int, bool) {
 	if m == nil || m[2*r.group] < 0 || m[2*r.group] == m[2*r.group+1] {
-		return hits
+		return 0, 0, false
 	}
 	s, e := base+m[2*r.group], base+m[2*r.group+1]
-	if r.minEntropy > 0 && entropy(text[s:e]) < r.minEntropy || r.skip != nil && r.skip(text[base+m[0]:base+m[1]], text[s:e]) {
-		return hits
+	if r.cut != nil {
+		e = s + r.cut(text[s:e])
 	}
-	return append(hits, Hit{Rule: r.name, Start: s, End: e})
+	return s, e, r.acceptable(text[base+m[0]:base+m[1]], text[s:e])
+}
+
+// acceptable reports whether secret, found in match, is above r's entropy floor and not skipped.
+func (r *rule) acceptable(match, secret []byte) bool {
+	return !(r.minEntropy > 0 && entropy(secret) < r.minEntropy || r.skip != nil && r.skip(match, secret))
 }
 
 // Redact returns a copy of text with each hit replaced by "[REDACTED:<rule>]", and the hits.

@@ -158,25 +158,36 @@ func escapes(s, mask []byte) []byte {
 	return out
 }
 
-// FuzzKeywords checks the automaton against a naive search, keywords overlapping included.
+// FuzzKeywords checks the automaton against a naive search, keywords overlapping included, in
+// the text with its line breaks ('\n', '\r') removed (a keyword a wrap split is found), each
+// occurrence at the offset of its first byte in the text.
 func FuzzKeywords(f *testing.F) {
 	words := []string{"he", "she", "his", "hers", "sk-", "sk-ant-", "ant", "AKIA", "://", "t3blbkfj", "\xff\x00"}
 	k := newKeywords(words)
 	f.Add([]byte("ushers SK-ANT-api https://x AKIAakia T3BlbkFJ \xff\x00"))
+	f.Add([]byte("sk-a\nnt-x AK\r\nIA h\n\ne"))
 	f.Fuzz(func(t *testing.T, text []byte) {
 		type occ struct{ id, start int }
 		var got, want []occ
-		k.find(text, func(id, start int) { got = append(got, occ{id, start}) })
-		folded := asciiLower(text)
-		for end := 1; end <= len(text); end++ {
+		k.find(text, func(id, at int) { got = append(got, occ{id, k.start(text, id, at)}) })
+		var joined []byte
+		var at []int // at[i]: offset in text of joined[i]
+		for i, c := range text {
+			if c != '\n' && c != '\r' {
+				joined, at = append(joined, c), append(at, i)
+			}
+		}
+		folded := asciiLower(joined)
+		for end := 1; end <= len(joined); end++ {
 			for id, w := range words {
 				if s := end - len(w); s >= 0 && bytes.Equal(folded[s:end], asciiLower([]byte(w))) {
-					want = append(want, occ{id, s})
+					want = append(want, occ{id, at[s]})
 				}
 			}
 		}
-		key := func(o occ) int { return (o.start+len(words[o.id]))*64 + o.id }
+		key := func(o occ) int { return o.start*64 + o.id }
 		slices.SortFunc(got, func(a, b occ) int { return key(a) - key(b) })
+		slices.SortFunc(want, func(a, b occ) int { return key(a) - key(b) })
 		if !slices.Equal(got, want) {
 			t.Fatalf("find = %v; want %v", got, want)
 		}

@@ -60,13 +60,18 @@ func newKeywords(words []string) *keywords {
 				k.next[s<<8|c] |= hitFlag
 			}
 		}
+		// Line breaks leave the state as it is, so that a keyword a wrap split is found
+		// (join.go); no keyword holds one.
+		k.next[s<<8|'\n'], k.next[s<<8|'\r'] = uint32(s), uint32(s)
 	}
 	return k
 }
 
-// find calls hit with the id and start offset of every keyword occurrence in text, in order of
-// their end offsets.
-func (k *keywords) find(text []byte, hit func(id, start int)) {
+// find calls hit with the id and the offset of every keyword occurrence in text, in order of
+// their end offsets: the offset is the end less the keyword's length, which start corrects
+// when the occurrence has line breaks inside it (the loop is kept small enough to be inlined:
+// it is the filter's hottest).
+func (k *keywords) find(text []byte, hit func(id, at int)) {
 	s := uint32(0)
 	for i, c := range text {
 		t := k.next[s<<8|uint32(c)]
@@ -77,4 +82,31 @@ func (k *keywords) find(text []byte, hit func(id, start int)) {
 			}
 		}
 	}
+}
+
+// start returns where in text the occurrence of keyword id that find reported at at starts:
+// at itself, unless line breaks inside the occurrence ("sk-a\nnt-"), which do not count in its
+// length, put it earlier.
+func (k *keywords) start(text []byte, id, at int) int {
+	end := at + k.lens[id] - 1 // its last byte
+	if at >= 0 && !hasBreak(text[at:end]) {
+		return at
+	}
+	at = end
+	for n := k.lens[id] - 1; n > 0; at-- {
+		if c := text[at-1]; c != '\n' && c != '\r' {
+			n--
+		}
+	}
+	return at
+}
+
+// hasBreak reports whether b, a keyword's span, holds a line break.
+func hasBreak(b []byte) bool {
+	for _, c := range b {
+		if c == '\n' || c == '\r' {
+			return true
+		}
+	}
+	return false
 }

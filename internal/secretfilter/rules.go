@@ -2,8 +2,10 @@ package secretfilter
 
 import (
 	"bytes"
+	"hash/crc32"
 	"math"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 )
 
@@ -19,19 +21,23 @@ type rule struct {
 	keywords   []string
 	group      int  // submatch that is the secret, "secret" if the expression names one, else 0
 	wordStart  bool // the match must start at a word boundary (the expression began with \b)
+	spaced     bool // the expression can match white space (rule.blindBreak)
 	after      int
 	minEntropy float64 // bits per byte of the secret below which a match is not a secret
 	skip       func(match, secret []byte) bool
+	cut        func(secret []byte) int // the secret's length where its format says it ends, if it does
 }
 
 // pemBlock matches a PEM or PGP armoured private key: the BEGIN line and its body, lines of
 // base64 or armour headers (Proc-Type, DEK-Info, Version), separated by whitespace or by the
 // two-character escapes \n and \r of JSON, YAML and shell strings, and the END line if it is
-// there: a truncated key (head -5 id_rsa) still carries key material.
+// there: a truncated key (head -5 id_rsa) still carries key material. The body may follow the
+// BEGIN line with no separator at all, as `paste -sd ""` glues it.
 const pemBlock = `-----BEGIN[ A-Z0-9_-]{0,40}PRIVATE KEY(?: BLOCK)?-----` +
-	`(?:(?:\s|\\r|\\n)+(?:[A-Za-z0-9+/=]{16,}|[A-Za-z][A-Za-z0-9-]*:[^\\\r\n]*))+` +
+	`(?:\s|\\r|\\n)*(?:[A-Za-z0-9+/=]{16,}|[A-Za-z][A-Za-z0-9-]*:[^\\\r\n]*)` +
+	`(?:(?:\s|\\r|\\n)+(?:[A-Za-z0-9+/=]{16,}|[A-Za-z][A-Za-z0-9-]*:[^\\\r\n]*))*` +
 	`(?:(?:\s|\\r|\\n)+[A-Za-z0-9+/=]+)?` +
-	`(?:(?:\s|\\r|\\n)+-----END[ A-Z0-9_-]{0,40}PRIVATE KEY(?: BLOCK)?-----)?`
+	`(?:(?:\s|\\r|\\n)*-----END[ A-Z0-9_-]{0,40}PRIVATE KEY(?: BLOCK)?-----)?`
 
 // curated are the built-in rules, in the order that names a merged hit when two start at the
 // same byte (the more specific rule first). Expressions are RE2; keywords are matched without
@@ -51,16 +57,22 @@ func curated() []rule {
 		// AWS documents AKIAIOSFODNN7EXAMPLE and wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY in
 		// every guide: they are not secrets, and a random key ends in EXAMPLE with probability
 		// 32^-7, so they are skipped rather than redacted all over pasted documentation.
-		mk("aws-access-key-id", `\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}\b`, 48, 2,
+		// No word boundary after the 20 characters: `paste -sd ""` glues the id to whatever
+		// followed it (issue 21), and a random id is never followed by more of its alphabet
+		// any less than other text is.
+		mk("aws-access-key-id", `\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16}`, 48, 2,
 			func(m, _ []byte) bool { return bytes.HasSuffix(m, []byte("EXAMPLE")) }, "akia", "asia", "abia", "acca", "a3t"),
 		// A secret access key is 40 base64 characters, which ordinary text also has (paths,
 		// digests): it needs a key name before it, and is not all lower-case hex like a git
-		// commit (a random key is with probability 4^-40).
-		mk("aws-secret-access-key", `(?i)(?:aws|secret_?access_?key)[\w.-]*?["']?\s*[:=]{1,2}>?\s*["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`,
+		// commit (a random key is with probability 4^-40). What follows the 40 is not more
+		// base64, so that the first 40 characters of a longer value are not taken, unless it
+		// is the next line's key glued on by `paste -sd ""` (…KEYregion = eu-west-1): a name
+		// and a '=' or ':' followed by a value, where base64 has at most padding.
+		mk("aws-secret-access-key", `(?i)(?:aws|secret_?access_?key)[\w.-]*?["']?\s*[:=]{1,2}>?\s*["']?(?P<secret>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$|[A-Za-z_][A-Za-z0-9_]{2,}\s*[:=]\s*[^\s="'])`,
 			160, 3, func(_, s []byte) bool { return bytes.Contains(s, []byte("EXAMPLE")) || hexDigest.Match(s) },
 			"aws", "secret_access_key", "secretaccesskey"),
-		mk("github-token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{36,})\b`, 300, 3, nil,
-			"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+		withCut(mk("github-token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_\w{36,})`, 300, 3, nil,
+			"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), githubCut),
 		mk("gitlab-token", `\bgl(?:pat|dt|rt|ptt)-[\w.-]{20,}`, 320, 3, nil, "glpat-", "gldt-", "glrt-", "glptt-"),
 		mk("slack-token", `\b(?:xox[abposre]-\d+-[\w-]{10,}|xapp-\d-[\w-]{20,})`, 300, 3, nil, "xox", "xapp-"),
 		mk("slack-webhook", `\bhooks\.slack\.com/(?:services|workflows|triggers)/(?P<secret>[\w/+-]{20,})`, 340, 3, nil, "hooks.slack.com"),
@@ -69,7 +81,7 @@ func curated() []rule {
 		mk("gcp-service-account-key", `"private_key"\s*:\s*"(?P<secret>-----BEGIN[ A-Z]{0,20}PRIVATE KEY-----(?:\\n|[A-Za-z0-9+/=])+(?:-----END[ A-Z]{0,20}PRIVATE KEY-----(?:\\n)?)?)`,
 			1024, 0, nil, `"private_key"`),
 		mk("stripe-key", `\b[rs]k_(?:live|test)_[A-Za-z0-9]{20,}`, 260, 3, nil, "sk_live_", "rk_live_", "sk_test_", "rk_test_"),
-		mk("npm-token", `\bnpm_[A-Za-z0-9]{36}\b`, 64, 3.5, nil, "npm_"),
+		mk("npm-token", `\bnpm_[A-Za-z0-9]{36}`, 64, 3.5, nil, "npm_"),
 		// PyPI tokens are macaroons whose first bytes encode the issuer, pypi.org or test.pypi.org.
 		mk("pypi-token", `\bpypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[\w-]{50,}`, 512, 0, nil, "pypi-age"),
 		mk("private-key", pemBlock, 1024, 0, nil, "-----begin"),
@@ -94,8 +106,69 @@ func mk(name, expr string, after int, minEntropy float64, skip func(m, s []byte)
 	expr, wordStart := strings.CutPrefix(expr, `\b`)
 	re := regexp.MustCompile(`^(?:` + expr + `)`)
 	return rule{name: name, re: re, all: all, keywords: keywords, group: max(re.SubexpIndex("secret"), 0),
-		wordStart: wordStart, after: after, minEntropy: minEntropy, skip: skip}
+		wordStart: wordStart, spaced: matchesSpace(expr), after: after, minEntropy: minEntropy, skip: skip}
 }
+
+// matchesSpace reports whether expr has a literal, a class or a wildcard that matches a space
+// or a tab.
+func matchesSpace(expr string) bool {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return true
+	}
+	var walk func(*syntax.Regexp) bool
+	walk = func(re *syntax.Regexp) bool {
+		switch re.Op {
+		case syntax.OpLiteral:
+			return strings.ContainsAny(string(re.Rune), " \t")
+		case syntax.OpCharClass:
+			for i := 0; i+1 < len(re.Rune); i += 2 {
+				if re.Rune[i] <= ' ' && ' ' <= re.Rune[i+1] || re.Rune[i] <= '\t' && '\t' <= re.Rune[i+1] {
+					return true
+				}
+			}
+		case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+			return true
+		}
+		for _, sub := range re.Sub {
+			if walk(sub) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(re)
+}
+
+func withCut(r rule, cut func([]byte) int) rule {
+	r.cut = cut
+	return r
+}
+
+// githubCut ends a gh?_ token after its 36 characters when they check out: GitHub's tokens end
+// in the CRC32 of their 30 random characters, in 6 base62 digits
+// (github.blog/2021-04-05-behind-githubs-new-authentication-token-formats). A token that
+// `paste -sd ""` glued to the next line ("ghp_…GH_REPO=x") is then redacted alone, not with the
+// "GH" that follows it. A token that does not check out (a made-up one) is taken whole.
+func githubCut(secret []byte) int {
+	const n = 4 + 30 + 6
+	if len(secret) <= n || secret[3] != '_' {
+		return len(secret)
+	}
+	sum, digits := crc32.ChecksumIEEE(secret[4:34]), secret[34:n]
+	for i := 5; i >= 0; i-- {
+		if base62[sum%62] != digits[i] {
+			return len(secret)
+		}
+		sum /= 62
+	}
+	if sum != 0 {
+		return len(secret)
+	}
+	return n
+}
+
+const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // placeholder matches the usual stand-ins for a secret in documentation and templates. Case
 // matters, so that a random 32-character token contains one by chance with probability ~1e-5.

@@ -2,7 +2,6 @@ package secretfilter
 
 import (
 	"bytes"
-	"sort"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -20,38 +19,29 @@ const introducers = `\%&`
 
 var named = [...]string{"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"}
 
-// view is a text with the escape sequences of some schemes decoded once (an escape's output is
-// not read again), and the spans that tell where each decoded escape came from.
-type view struct {
-	dec []byte
-	esc []span
-}
-
-// span is one decoded escape sequence: dec[d:de] came from text[s:se].
-type span struct{ d, de, s, se int }
-
 // eachView calls fn with a view of text for each scheme with an escape in it and, when two or
 // more have one, with a view of all of them decoded, one view at a time. The view of one scheme
 // alone recovers a secret that holds another scheme's introducer ("pa%41ss" written with some
-// characters as \u00XX); the combined view recovers a secret escaped in different schemes.
+// characters as \u00XX); the combined view recovers a secret escaped in different schemes. A
+// view's parent is nil: it maps to text.
 func eachView(text []byte, fn func(*view)) {
 	all := ""
 	for _, c := range introducers {
-		if v := unescape(text, string(c)); v.esc != nil {
-			fn(&v)
+		if v := unescape(text, string(c)); v != nil {
+			fn(v)
 			all += string(c)
 		}
 	}
 	if len(all) > 1 {
-		v := unescape(text, all)
-		fn(&v)
+		fn(unescape(text, all))
 	}
 }
 
 // unescape returns the view of text with the escapes of the schemes in set (introducers)
-// decoded; it has no spans (and no dec) when there are none.
-func unescape(text []byte, set string) (v view) {
-	last := 0 // text[last:] is not in v.dec yet
+// decoded once, each escape a segment of its own; nil when there are none.
+func unescape(text []byte, set string) *view {
+	var b *builder
+	last := 0 // text[last:] is not in the view yet
 	for i := 0; ; i++ {
 		k := bytes.IndexAny(text[i:], set)
 		if k < 0 {
@@ -63,22 +53,41 @@ func unescape(text []byte, set string) (v view) {
 		if n == 0 {
 			continue
 		}
-		if v.dec == nil {
-			most := 0 // escapes there can be, so that v.esc is not copied as it grows
-			for _, c := range []byte(set) {
-				most += bytes.Count(text[i:], []byte{c})
-			}
-			v.dec, v.esc = make([]byte, 0, len(text)), make([]span, 0, most)
+		if b == nil {
+			b = newBuilder(nil, len(text))
 		}
-		v.dec = append(v.dec, text[last:i]...)
-		v.esc = append(v.esc, span{len(v.dec), len(v.dec) + len(out), i, i + n})
-		v.dec = append(v.dec, out...)
+		b.lit(text[last:i], last)
+		b.put(out, i, n, -1)
 		i, last = i+n-1, i+n
 	}
-	if v.esc != nil {
-		v.dec = append(v.dec, text[last:]...)
+	if b == nil {
+		return nil
 	}
-	return v
+	b.lit(text[last:], last)
+	return b.done()
+}
+
+// hidingEscape reports whether text holds an escape that can stand for a letter or a digit
+// (\uXXXX, \xHH, %XX, &#N;), the ones that hide a credential from a rule; the short escapes of
+// JSON (\n, \") and the named entities cannot. Most source code holds only those, and is not
+// read a second time.
+func hidingEscape(text []byte) bool {
+	// One vectorised search per introducer: most text has none, or only short escapes.
+	for _, c := range []byte(introducers) {
+		for i := 0; ; i++ {
+			k := bytes.IndexByte(text[i:], c)
+			if k < 0 {
+				break
+			}
+			i += k
+			if t := text[i:]; len(t) >= 3 && (c == '%' || c == '\\' && (t[1] == 'u' || t[1] == 'x') || c == '&' && t[1] == '#') {
+				if _, n := decodeAt(nil, t); n > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // decodeAt appends to dst what the escape sequence at the start of t stands for, and returns its
@@ -143,25 +152,4 @@ func number(t []byte, i, j, base int) (rune, bool) {
 		n = n*rune(base) + rune(d)
 	}
 	return n, true
-}
-
-// orig maps offset p of v.dec to text: the start of the escape p lies in (with end, the end of
-// it, to map the last byte of a hit), so a hit covers each escape it touches whole.
-func (v *view) orig(p int, end bool) int {
-	var e span // before the first escape, offsets agree
-	if k := sort.Search(len(v.esc), func(k int) bool { return v.esc[k].d > p }); k > 0 {
-		e = v.esc[k-1]
-	}
-	switch {
-	case p >= e.de:
-		p += e.se - e.de
-	case end:
-		return e.se
-	default:
-		return e.s
-	}
-	if end {
-		p++
-	}
-	return p
 }

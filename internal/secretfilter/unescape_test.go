@@ -32,16 +32,19 @@ var unescapeCases = []struct {
 func TestUnescape(t *testing.T) {
 	for _, tc := range unescapeCases {
 		t.Run(tc.name, func(t *testing.T) {
-			v := unescape([]byte(tc.text), tc.set)
-			if got := string(v.dec); got != tc.want || (v.esc == nil) != (tc.want == "") {
-				t.Errorf("unescape(%q) = %q with %d escapes; want %q", tc.text, got, len(v.esc), tc.want)
+			v, got := unescape([]byte(tc.text), tc.set), ""
+			if v != nil {
+				got = string(v.dec)
+			}
+			if got != tc.want || (v == nil) != (tc.want == "") {
+				t.Errorf("unescape(%q) = %q (nil view %v); want %q", tc.text, got, v == nil, tc.want)
 			}
 		})
 	}
 }
 
 // FuzzUnescape: a view is the text with each escape, read left to right, replaced by what
-// decodeAt makes of it, and nothing else changed; the spans say so.
+// decodeAt makes of it, and nothing else changed; the segments say so.
 func FuzzUnescape(f *testing.F) {
 	for _, tc := range unescapeCases {
 		f.Add([]byte(tc.text), tc.set)
@@ -51,52 +54,59 @@ func FuzzUnescape(f *testing.F) {
 			return
 		}
 		v := unescape(text, set)
-		if v.esc == nil {
-			if v.dec != nil {
-				t.Fatalf("a view without escapes has text %q", v.dec)
-			}
-			return
-		}
-		d, p := 0, 0
-		raw := func(end int) { // text[p:end] is copied as it is and holds no escape
-			if end < p || !bytes.Equal(v.dec[d:d+end-p], text[p:end]) {
-				t.Fatalf("text[%d:%d] not copied to dec[%d:]", p, end, d)
-			}
-			for i := p; i < end; i++ {
+		if v == nil {
+			for i := range text {
 				if _, n := decodeAt(nil, text[i:]); n > 0 && strings.IndexByte(set, text[i]) >= 0 {
 					t.Fatalf("escape at %d of %q left undecoded", i, text)
 				}
 			}
+			return
 		}
-		for _, e := range v.esc {
-			raw(e.s)
-			if out, n := decodeAt(nil, text[e.s:]); n != e.se-e.s || e.d != d+e.s-p || !bytes.Equal(out, v.dec[e.d:e.de]) {
-				t.Fatalf("span %+v of %q does not match its escape", e, text)
+		p := 0 // text[:p] is accounted for
+		for k, g := range v.segs {
+			end := len(v.dec)
+			if k+1 < len(v.segs) {
+				end = int(v.segs[k+1].d)
 			}
-			d, p = e.de, e.se
+			dec, src := v.dec[g.d:end], text[g.s:g.s+g.sn]
+			if int(g.s) != p {
+				t.Fatalf("segment %d starts at %d, want %d: %+v", k, g.s, p, v.segs)
+			}
+			if g.lit {
+				if !bytes.Equal(dec, src) {
+					t.Fatalf("literal segment %d: %q is not %q", k, dec, src)
+				}
+				for i := range src {
+					if _, n := decodeAt(nil, text[int(g.s)+i:]); n > 0 && strings.IndexByte(set, src[i]) >= 0 {
+						t.Fatalf("escape at %d of %q left undecoded", int(g.s)+i, text)
+					}
+				}
+			} else if out, n := decodeAt(nil, text[g.s:]); n != int(g.sn) || !bytes.Equal(out, dec) {
+				t.Fatalf("segment %d (%q from %q) does not match its escape", k, dec, src)
+			}
+			p += int(g.sn)
 		}
-		raw(len(text))
-		if d+len(text)-p != len(v.dec) {
-			t.Fatalf("dec %q longer than the text it came from", v.dec)
+		if p != len(text) {
+			t.Fatalf("segments end at %d of %d", p, len(text))
 		}
 	})
 }
 
-// TestViewOrig: offsets in a view map to the text, a byte inside an escape's output to the whole
-// escape.
-func TestViewOrig(t *testing.T) {
+// TestViewToParent: bytes of a view map to the text, a byte inside an escape's output to the
+// whole escape.
+func TestViewToParent(t *testing.T) {
 	text := `ab\u00e9cd%41e` // a b [\u00e9 = 2 bytes] c d [%41] e
 	v := unescape([]byte(text), `\%`)
 	if string(v.dec) != "abécdAe" {
 		t.Fatalf("dec = %q", v.dec)
 	}
-	var got [][2]int // per byte of the view: the start it maps to, the end it maps to
+	var got []ival
 	for p := range v.dec {
-		got = append(got, [2]int{v.orig(p, false), v.orig(p, true)})
+		got = append(got, v.toParent(p, p+1, nil)...)
 	}
-	want := [][2]int{{0, 1}, {1, 2}, {2, 8}, {2, 8}, {8, 9}, {9, 10}, {10, 13}, {13, 14}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("orig per byte of the view (-want +got):\n%s", diff)
+	want := []ival{{0, 1}, {1, 2}, {2, 8}, {2, 8}, {8, 9}, {9, 10}, {10, 13}, {13, 14}}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(ival{})); diff != "" {
+		t.Errorf("toParent per byte of the view (-want +got):\n%s", diff)
 	}
 }
 

@@ -1,0 +1,4 @@
+const firebaseConfig = {
+  apiKey: "AIzacbVZgCQbAIBgolbCDxGGYdySjvkv_Izqkzg",
+  authDomain: "acme-prod.firebaseapp.com",
+};

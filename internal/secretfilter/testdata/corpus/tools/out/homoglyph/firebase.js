@@ -1,0 +1,4 @@
+соnst firеbаsеСоnfig = {
+  арiКеу: "АIzасbVZgСQbАIВgоlbСDхGGYdуSjvkv_Izqkzg",
+  аuthDоmаin: "асmе-рrоd.firеbаsеарр.соm",
+};

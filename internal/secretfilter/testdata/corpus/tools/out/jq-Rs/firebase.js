@@ -1,0 +1,1 @@
+"const firebaseConfig = {\n  apiKey: \"AIzacbVZgCQbAIBgolbCDxGGYdySjvkv_Izqkzg\",\n  authDomain: \"acme-prod.firebaseapp.com\",\n};\n"

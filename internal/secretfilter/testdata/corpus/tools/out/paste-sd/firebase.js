@@ -1,0 +1,1 @@
+const firebaseConfig = {  apiKey: "AIzacbVZgCQbAIBgolbCDxGGYdySjvkv_Izqkzg",  authDomain: "acme-prod.firebaseapp.com",};
