@@ -28,13 +28,17 @@ func fileDoors(cfg config) []door {
 		{Name: "other-identity/other-roles", Expected: "ENOENT|agent only", Why: "another role's SVID socket, hence its identity",
 			Try: sidedoor.OnlyEntry(identityRoot, "agent")},
 		// Landlock (the runtime shim): what the policy's exec list leaves out cannot run, a file
-		// written to the workspace cannot run (a compose bind cannot be noexec: Landlock alone stops
-		// it), and no TCP port outside
-		// the agent's edges can be dialled, even on loopback (without Landlock: ECONNREFUSED).
+		// written to the workspace cannot run (Landlock refuses the execve; the shim also adds
+		// noexec to the workspace bind, which compose cannot set), and no TCP port outside the
+		// agent's edges can be dialled, even on loopback (without Landlock: ECONNREFUSED).
 		{Name: "landlock/exec-unlisted", Expected: "EACCES", Why: "an interpreter the image carries but the policy does not list",
 			Try: sidedoor.Exec("/opt/unlisted/sh", "-c", "true")},
 		{Name: "landlock/exec-workspace", Expected: "EACCES", Why: "running a program the agent wrote into the workspace",
 			Try: sidedoor.CopyExec("/bin/busybox", "/workspace", "true")},
+		// The loader maps a program itself: Landlock's execute right (checked on execve) does not
+		// apply, and only the noexec the shim adds to the workspace bind refuses the mapping.
+		{Name: "shim/loader-workspace", Expected: "exit 127", Why: "a program the agent wrote into the workspace, run through the dynamic loader",
+			Try: sidedoor.LoaderExec("/lib64/ld-linux-x86-64.so.2", "/usr/bin/curl", "/workspace", "--version")},
 		{Name: "landlock/connect-unlisted-port", Expected: "EACCES", Why: "a TCP port off the agent's edges",
 			Try: func(ctx context.Context) (string, string) { return sidedoor.Dial(ctx, "tcp", "127.0.0.1:1") }},
 		{Name: "other-identity/own-socket", Expected: "agent only|no socket", Why: "an identity other than the agent's from its own socket",

@@ -33,6 +33,23 @@ func Exec(path string, args ...string) func(context.Context) (string, string) {
 // own name (a multi-call binary such as busybox keeps working), as a file the agent could have
 // written, and executes it (see Exec); the copy is removed afterwards.
 func CopyExec(src, dir string, args ...string) func(context.Context) (string, string) {
+	return copied(src, dir, func(ctx context.Context, path string) (string, string) {
+		return Exec(path, args...)(ctx)
+	})
+}
+
+// LoaderExec is CopyExec with the copy run through the dynamic loader (loader path args...):
+// the loader is an allowed binary that maps the copy itself, so a rule on execve(2) of the copy
+// does not apply; only a noexec mount (mmap with PROT_EXEC refused) or seccomp stops it.
+func LoaderExec(loader, src, dir string, args ...string) func(context.Context) (string, string) {
+	return copied(src, dir, func(ctx context.Context, path string) (string, string) {
+		got, _ := Exec(loader, append([]string{path}, args...)...)(ctx)
+		return got, loader + " " + path
+	})
+}
+
+// copied runs try on a copy of src made in a new folder in dir, then removes the copy.
+func copied(src, dir string, try func(context.Context, string) (string, string)) func(context.Context) (string, string) {
 	return func(ctx context.Context) (string, string) {
 		in, err := os.Open(src)
 		if err != nil {
@@ -53,7 +70,7 @@ func CopyExec(src, dir string, args ...string) func(context.Context) (string, st
 		if err != nil {
 			return "write " + Kind(err), out.Name()
 		}
-		return Exec(out.Name(), args...)(ctx)
+		return try(ctx, out.Name())
 	}
 }
 
