@@ -17,6 +17,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 
 	"github.com/sharness-ai/sharness/policies/compile"
+	"github.com/sharness-ai/sharness/policies/landlock"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -31,7 +32,7 @@ const (
 const IdentityDir = compile.IdentityDir
 
 // EgressNetwork is the only network that is not internal; only kind net joins it.
-const EgressNetwork = "egress"
+const EgressNetwork = pbp.EgressNetwork
 
 // Options tune the rendering.
 type Options struct {
@@ -141,6 +142,9 @@ func Render(m *pbp.Manifest, opt Options) ([]byte, error) {
 			}
 		}
 	}
+	for name, s := range fixtureServices(m, opt) {
+		p.Services[name] = s
+	}
 	out, err := p.MarshalYAML()
 	if err != nil {
 		return nil, fmt.Errorf("render compose file: %w", err)
@@ -151,7 +155,7 @@ func Render(m *pbp.Manifest, opt Options) ([]byte, error) {
 }
 
 // EdgeNetwork names the internal network of one edge.
-func EdgeNetwork(e pbp.Edge) string { return "edge-" + e.From + "-" + e.To }
+func EdgeNetwork(e pbp.Edge) string { return pbp.EdgeNetwork(e) }
 
 func identityVolume(role string) string { return "identity-" + role }
 
@@ -194,13 +198,6 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 		to := m.Component(e.To)
 		switch {
 		case e.From != c.Name:
-		case to.Kind == pbp.KindNet && c.Kind != pbp.KindLLM:
-			// A caller of net reaches the outside world through it, as every HTTP client
-			// expects. llm is the exception: it tunnels through net's mutual-TLS port only.
-			proxy := fmt.Sprintf("http://%s:%d", to.Name, ProxyPort)
-			for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
-				s.Environment[k] = ptr(proxy)
-			}
 		case to.Kind == pbp.KindLLM:
 			// What every Anthropic client reads: the model API is llm, and the key is a
 			// placeholder llm throws away.
@@ -208,25 +205,11 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 			s.Environment["ANTHROPIC_API_KEY"] = ptr(PlaceholderAPIKey)
 		}
 	}
-	// Where its bash and fs listen: the compiled spec carries the same, and the runtime shim
-	// refuses any other value.
+	// Where its bash and fs listen, and net's proxy for a caller of net: the compiled spec
+	// carries the same, and the runtime shim refuses any other value.
 	for _, kv := range compile.EdgeEnv(m, c) {
 		k, v, _ := strings.Cut(kv, "=")
 		s.Environment[k] = ptr(v)
-	}
-	if _, proxied := s.Environment["HTTPS_PROXY"]; proxied {
-		// The component's other edges are reached directly: through net they would be refused.
-		var direct []string
-		for _, e := range m.Edges {
-			if to := m.Component(e.To); e.From == c.Name && to.Kind != pbp.KindNet {
-				direct = append(direct, to.Name)
-			}
-		}
-		if len(direct) > 0 {
-			sort.Strings(direct)
-			s.Environment["NO_PROXY"] = ptr(strings.Join(direct, ","))
-			s.Environment["no_proxy"] = ptr(strings.Join(direct, ","))
-		}
 	}
 	if c.Kind == pbp.KindKMS {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: secretsSource, Target: SecretsMount,
@@ -250,9 +233,11 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 			s.DependsOn[to.Name] = types.ServiceDependency{Condition: types.ServiceConditionHealthy, Required: true}
 		}
 	}
-	if (c.Kind == pbp.KindBash || c.Kind == pbp.KindFS) && len(c.Entrypoint) > 0 {
-		// Each serves /healthz on the loopback; its binary asks it (internal/healthz).
-		s.HealthCheck = healthCheck(c.Entrypoint[0])
+	// The same command the compiled spec lets an exec run (compile.AnnotationExec): any other
+	// exec into the component is refused by the runtime shim.
+	// The Landlock helper's check needs the helper, which only the runtime shim binds.
+	if h := compile.HealthCommand(m, c); h != nil && (h[0] != landlock.HelperPath || opt.Runtime == "sharness") {
+		s.HealthCheck = healthCheck(h)
 	}
 	if c.Kind == pbp.KindBash {
 		// The sandboxes mount their own /proc; the kernel refuses that while parts of the
@@ -272,7 +257,6 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 				s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: identityVolume(o.Name), Target: IdentityDir + "/" + o.Name})
 			}
 		}
-		s.HealthCheck = healthCheck("/sharness-launcher")
 	default:
 		s.Environment["SPIFFE_ENDPOINT_SOCKET"] = ptr("unix://" + IdentityDir + "/" + c.Name + "/agent.sock")
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "volume", Source: identityVolume(c.Name), Target: IdentityDir + "/" + c.Name, ReadOnly: true})
@@ -298,20 +282,16 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	}
 	sort.SliceStable(s.Volumes, func(i, j int) bool { return s.Volumes[i].Target < s.Volumes[j].Target })
 	nets := map[string]*types.ServiceNetworkConfig{}
-	for _, e := range m.Edges {
-		if e.From == c.Name || e.To == c.Name {
-			nets[EdgeNetwork(e)] = nil
-		}
-	}
-	if c.Egress {
-		nets[EgressNetwork] = nil
+	for _, n := range m.Networks(c) { // the list the compiled spec carries, for the runtime shim
+		nets[n] = nil
 	}
 	switch {
 	case len(nets) == 0:
 		s.NetworkMode = "none"
 	case c.Egress:
 		// net resolves the names it is asked for: through the engine's resolver, which forwards
-		// to the host's, from the one network that is not internal (or SHARNESS_AI_NET_RESOLVER).
+		// to the host's, from the one network that is not internal (or, under a test world's
+		// policy, through its test_world.resolver).
 		s.Networks = nets
 	default:
 		s.Networks = nets
@@ -322,11 +302,11 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	return s, nil
 }
 
-// healthCheck runs `<binary> health` every second, for up to 30 tries.
-func healthCheck(binary string) *types.HealthCheckConfig {
+// healthCheck runs argv (compile.HealthCommand) every second, for up to 30 tries.
+func healthCheck(argv []string) *types.HealthCheckConfig {
 	interval, timeout := types.Duration(time.Second), types.Duration(3*time.Second)
 	retries := uint64(30)
-	return &types.HealthCheckConfig{Test: types.HealthCheckTest{"CMD", binary, "health"},
+	return &types.HealthCheckConfig{Test: append(types.HealthCheckTest{"CMD"}, argv...),
 		Interval: &interval, Timeout: &timeout, Retries: &retries}
 }
 

@@ -126,7 +126,7 @@ func TestDashboard(t *testing.T) {
 		// From a container on the default bridge, which reaches a host service bound to every
 		// address: the dashboard's loopback binding is what keeps it out.
 		controlHostService(t, startHostService(t))
-		if out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--entrypoint", "/bin/busybox", agentImage, "nc",
+		if out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--entrypoint", "/bin/busybox", plainImage(t), "nc",
 			"-w", "3", "172.17.0.1", fmt.Sprint(port)).CombinedOutput(); err == nil {
 			t.Errorf("a container on the default bridge connected to the dashboard at 172.17.0.1:%d: %s", port, out)
 		}

@@ -150,12 +150,25 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// policyHash is the hash of the default manifest: the e2e suite plays the person who supplies it.
+// policyHash is the hash of the offline world's manifest (policies/world: the default policy and
+// its test_world section), the policy the suite's stack runs (newStack): the e2e suite plays the
+// person who supplies it.
 func policyHash(t *testing.T, root string) string {
 	t.Helper()
-	m, err := pbp.Load(os.DirFS(filepath.Join(root, "policies", "default")), "manifest.yaml")
+	return manifestHash(t, filepath.Join(root, "policies", "world"))
+}
+
+// defaultHash is the hash of the default manifest, the production policy docker-compose.yml runs.
+func defaultHash(t *testing.T, root string) string {
+	t.Helper()
+	return manifestHash(t, filepath.Join(root, "policies", "default"))
+}
+
+func manifestHash(t *testing.T, dir string) string {
+	t.Helper()
+	m, err := pbp.Load(os.DirFS(dir), "manifest.yaml")
 	if err != nil {
-		t.Fatalf("load the default manifest: %v", err)
+		t.Fatalf("load %s/manifest.yaml: %v", dir, err)
 	}
 	return m.Hash
 }

@@ -151,6 +151,9 @@ func TestModelPath(t *testing.T) {
 
 // run is `docker compose run` of a one-off container with stdin.
 func (s *stack) run(ctx context.Context, stdin string, args ...string) ([]byte, error) {
+	if err := s.session(ctx); err != nil { // the shim refuses every component of a project without one
+		return nil, err
+	}
 	all := []string{"compose", "--ansi", "never", "-p", project}
 	for _, f := range s.files {
 		all = append(all, "-f", f)

@@ -28,8 +28,9 @@ import (
 // every log ends signed.
 func TestOperatorUpStatusDown(t *testing.T) {
 	root := repoRoot(t)
-	m := policyHash(t, root)
-	s := newStack(t, "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
+	// up runs docker-compose.yml, the default (production) policy, without the world.
+	m := defaultHash(t, root)
+	s := newStack(t, "SHARNESS_AI_SECRETS_DIR="+t.TempDir(), "SHARNESS_AI_MANIFEST="+filepath.Join(root, "policies", "default", "manifest.yaml"))
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 

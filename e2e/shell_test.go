@@ -99,7 +99,7 @@ func TestBashRefusesWithoutUserNamespaces(t *testing.T) {
 	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--runtime", "runc", "--network", "none", "--user", "65532:65532",
 		"--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges:true", "--security-opt", "systempaths=unconfined",
 		"-v", filepath.Join(root, "policies", "default")+":/etc/sharness/policy:ro", "-v", ws+":/workspace",
-		"-e", "SHARNESS_AI_COMPONENT=bash", "-e", "SHARNESS_AI_POLICY_HASH="+policyHash(t, root),
+		"-e", "SHARNESS_AI_COMPONENT=bash", "-e", "SHARNESS_AI_POLICY_HASH="+defaultHash(t, root),
 		"sharness/bash:dev").CombinedOutput()
 	if err == nil {
 		t.Fatalf("bash started without user namespaces:\n%s", out)

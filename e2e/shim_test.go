@@ -61,11 +61,20 @@ func TestShimRunsTheStack(t *testing.T) {
 			t.Fatalf("docker inspect %.12s: %v", id, err)
 		}
 		component, policy, marked := shim.Identify(engine)
-		if !marked {
-			seen["unmarked"] = true
-			if !reflect.DeepEqual(engine, bundle) {
-				t.Errorf("container %.12s (no marker): the bundle differs from what the engine wrote", id)
+		if fixture := fixtureName(engine); fixture != "" {
+			// The world and the model: admitted as the test fixtures their policy lists, handed
+			// to runc unchanged.
+			seen["fixture"] = true
+			if policy != policyHash(t, root) || fixture != "world" && fixture != "model" {
+				t.Errorf("container %.12s: fixture %q of policy %q", id, fixture, policy)
 			}
+			if !reflect.DeepEqual(engine, bundle) {
+				t.Errorf("container %.12s (fixture %s): the bundle differs from what the engine wrote", id, fixture)
+			}
+			continue
+		}
+		if !marked {
+			t.Errorf("container %.12s: neither a component nor a fixture ran in the stack", id)
 			continue
 		}
 		if component == "" || policy != policyHash(t, root) {
@@ -86,7 +95,7 @@ func TestShimRunsTheStack(t *testing.T) {
 		}
 		checkHandedOver(t, component, want, bundle)
 	}
-	for _, c := range []string{"launcher", "net", "llm", "kms", "bash", "fs", "agent", "unmarked"} {
+	for _, c := range []string{"launcher", "net", "llm", "kms", "bash", "fs", "agent", "fixture"} {
 		if !seen[c] {
 			t.Errorf("no running container of %s was checked", c)
 		}
@@ -139,7 +148,7 @@ func checkHandedOver(t *testing.T, component string, want, bundle *specs.Spec) {
 
 func compiledSpec(t *testing.T, root, component string) *specs.Spec {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(root, "compiled", component, "config.json"))
+	data, err := os.ReadFile(filepath.Join(root, "compose", "world", "compiled", component, "config.json")) // the world's stack
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +211,8 @@ func TestShimFixtures(t *testing.T) {
 
 // TestShimIsTheDefaultRuntime: the engine hack/engine.sh starts has the shim as its default
 // runtime, so a container that names no runtime is checked too (a widened agent is refused), an
-// unmarked one passes through; and, as the README says, whoever holds the Docker API can still
+// unmarked one that is no component passes through and the agent's image unmarked is refused;
+// and, as the README says, whoever holds the Docker API can still
 // name runc and run the same widened container unchecked.
 func TestShimIsTheDefaultRuntime(t *testing.T) {
 	requireShim(t)
@@ -220,8 +230,13 @@ func TestShimIsTheDefaultRuntime(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") {
 		t.Errorf("a privileged agent with no runtime named: want the shim's refusal, got (%v):\n%s", err, out)
 	}
-	if out, err := docker(agentImage, "true"); err != nil {
+	if out, err := docker(plainImage(t), "true"); err != nil {
 		t.Errorf("an unmarked container under the default runtime: %v\n%s", err, out)
+	}
+	// The agent's image is a component's: without its marker it is refused, not run with Docker's
+	// defaults.
+	if out, err := docker(agentImage, "true"); err == nil || !strings.Contains(string(out), "no SHarness component's image") {
+		t.Errorf("the agent's image unmarked under the default runtime: want the shim's refusal, got (%v):\n%s", err, out)
 	}
 	if out, err := docker(append(append([]string{"--runtime", "runc", "--privileged"}, marker...), agentImage, "true")...); err != nil {
 		t.Errorf("the same container with --runtime runc: %v (the README says the Docker API can bypass the shim this way)\n%s", err, out)
@@ -298,8 +313,10 @@ func containerdSpec(t *testing.T, ctx context.Context, id string) *specs.Spec {
 func TestShimRefusesWidenings(t *testing.T) {
 	requireShim(t)
 	root := repoRoot(t)
-	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+policyHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
-	s.files = s.files[:1]
+	// The default (production) stack, without the world: the world's compiled stack names its
+	// fixtures' images only in compose/world.yml.
+	s := newStack(t, "SHARNESS_AI_POLICY_HASH="+defaultHash(t, root), "SHARNESS_AI_SECRETS_DIR="+t.TempDir())
+	s.files = []string{filepath.Join(root, "docker-compose.yml")}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	// underShim is the stack with one more compose file: the agent under the shim, and override.
@@ -307,6 +324,17 @@ func TestShimRefusesWidenings(t *testing.T) {
 		t.Helper()
 		f := filepath.Join(t.TempDir(), "override.yml")
 		if err := os.WriteFile(f, []byte("services:\n  agent:\n    runtime: sharness\n"+override), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := *s
+		o.files = append(append([]string{}, s.files...), f)
+		return &o
+	}
+	// underShimService is the stack with one more compose file giving service override.
+	underShimService := func(t *testing.T, service, override string) *stack {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "override.yml")
+		if err := os.WriteFile(f, []byte("services:\n  "+service+":\n    runtime: sharness\n"+override), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		o := *s
@@ -382,6 +410,43 @@ func TestShimRefusesWidenings(t *testing.T) {
 			}
 		})
 	}
+	// What Docker writes into a component's /etc files from settings the spec does not carry
+	// (issue 16): a line in /etc/hosts pointing a name the component reaches (net's allowlisted
+	// destination, net itself for the agent) at another address, or a resolver of the caller's
+	// (invisible in resolv.conf: Docker's embedded resolver forwards to it), is refused.
+	for _, w := range []struct{ name, service, override, field string }{
+		{"net-extra_hosts", "net", "    extra_hosts: [\"allowed.sharness.test:203.0.113.7\"]\n", "mounts[/etc/hosts]"},
+		{"net-dns", "net", "    dns: [203.0.113.53]\n", "mounts[/etc/resolv.conf]"},
+		{"net-dns_search", "net", "    dns_search: [evil.test]\n", "mounts[/etc/resolv.conf]"},
+		{"agent-extra_hosts", "agent", "    extra_hosts: [\"net:203.0.113.7\"]\n", "mounts[/etc/hosts]"},
+		{"agent-dns-reset", "agent", "    dns: !reset []\n", "mounts[/etc/resolv.conf]"},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			out, err := underShimService(t, w.service, w.override).run(ctx, "", w.service)
+			refusal := "sharness-runtime: refused " + w.service
+			if err == nil || !strings.Contains(string(out), refusal) || !strings.Contains(string(out), w.field) {
+				t.Errorf("%s: want a refusal naming %s, got (%v):\n%s", w.name, w.field, err, out)
+			}
+			logRefusals(t, out)
+		})
+	}
+	// A policy volume whose driver options mount something else at the volume's folder: an
+	// overlayfs over host folders, or a bind of one. The volume is made anew for each (an
+	// earlier subtest made it as compiled).
+	for _, w := range []struct{ name, volume string }{
+		{"identity-volume-overlayfs", "    driver: local\n    driver_opts: {type: overlay, device: overlay, o: \"lowerdir=/etc:/usr/share\"}\n"},
+		{"identity-volume-bind", "    driver: local\n    driver_opts: {type: none, o: bind, device: /etc}\n"},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			removeVolume(t, ctx, project+"_identity-agent")
+			t.Cleanup(func() { removeVolume(t, ctx, project+"_identity-agent") })
+			out, err := underShim(t, "volumes:\n  identity-agent: !override\n"+w.volume).run(ctx, "", "agent")
+			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") || !strings.Contains(string(out), "mounts[/run/sharness/identity/agent]") {
+				t.Errorf("%s: want a refusal naming mounts[/run/sharness/identity/agent], got (%v):\n%s", w.name, err, out)
+			}
+			logRefusals(t, out)
+		})
+	}
 	t.Run("exec-and-update", func(t *testing.T) {
 		out, err := underShim(t, "").compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle")
 		if err != nil {
@@ -405,14 +470,94 @@ func TestShimRefusesWidenings(t *testing.T) {
 				t.Errorf("docker exec %v: want the shim's refusal, got (%v):\n%s", extra, err, out)
 			}
 		}
+		// A narrowing update passes (Docker 20.10 sends the memory fields it leaves alone as 0,
+		// which runc's update leaves as they are) and takes effect.
+		id, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.Id}}", name).Output()
+		if err != nil {
+			t.Fatalf("docker inspect %s: %v", name, err)
+		}
+		for _, u := range []struct {
+			flags []string
+			file  string
+			want  string
+		}{
+			{[]string{"--pids-limit", "100"}, "/sys/fs/cgroup/pids/docker/%s/pids.max", "100"},
+			{[]string{"--memory", "536870912", "--memory-swap", "536870912"}, "/sys/fs/cgroup/memory/docker/%s/memory.limit_in_bytes", "536870912"},
+		} {
+			out, err := exec.CommandContext(ctx, "docker", append(append([]string{"update"}, u.flags...), name)...).CombinedOutput()
+			if err != nil {
+				t.Errorf("docker update %v (narrower than compiled): %v\n%s", u.flags, err, out)
+				continue
+			}
+			got, err := os.ReadFile(fmt.Sprintf(u.file, strings.TrimSpace(string(id))))
+			if err != nil || strings.TrimSpace(string(got)) != u.want {
+				t.Errorf("docker update %v: the cgroup holds %q (%v), want %s", u.flags, got, err, u.want)
+			}
+		}
 		// update is policed too: a pids limit above the policy's, or none, is refused.
 		for _, flags := range [][]string{{"--pids-limit", "100000"}, {"--pids-limit", "-1"}} {
 			out, err := exec.CommandContext(ctx, "docker", append(append([]string{"update"}, flags...), name)...).CombinedOutput()
 			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused agent") {
 				t.Errorf("docker update %v: want the shim's refusal, got (%v):\n%s", flags, err, out)
 			}
+			logRefusals(t, out)
 		}
 	})
+	// An exec into a component runs only what its policy lists for exec, its health check: the
+	// launcher turns healthy under the shim (Docker's health check is an exec), so net starts;
+	// an exec of net's own binary with flags of its own (a second, wider net) is refused.
+	t.Run("exec-into-a-component", func(t *testing.T) {
+		if out, err := s.compose(ctx, "up", "--pull", "never", "--detach", "--wait", "--no-deps", "launcher"); err != nil {
+			t.Fatalf("docker compose up launcher: %v\n%s", err, out)
+		}
+		// net without the world it depends on: its own start needs only the launcher.
+		if out, err := s.compose(ctx, "up", "--pull", "never", "--detach", "--wait", "--no-deps", "net"); err != nil {
+			t.Fatalf("docker compose up net: %v\n%s", err, out)
+		}
+		container := func(service string) string {
+			out, err := s.compose(ctx, "ps", "--quiet", service)
+			if err != nil || len(strings.Fields(string(out))) != 1 {
+				t.Fatalf("docker compose ps %s: %v\n%s", service, err, out)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		launcher, net := container("launcher"), container("net")
+		if out, err := exec.CommandContext(ctx, "docker", "exec", launcher, "/sharness-launcher", "health").CombinedOutput(); err != nil {
+			t.Errorf("docker exec launcher /sharness-launcher health (its health check): %v\n%s", err, out)
+		}
+		for _, args := range [][]string{
+			{"/sharness-net", "-unsafe-allow-addr-for-tests", "169.254.169.254", "-listen", ":3130"},
+			{"/sharness-launcher", "health", "-x"},
+		} {
+			target := net
+			if args[0] == "/sharness-launcher" {
+				target = launcher
+			}
+			out, err := exec.CommandContext(ctx, "docker", append([]string{"exec", target}, args...)...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "sharness-runtime: refused") || !strings.Contains(string(out), "process.args") {
+				t.Errorf("docker exec %v: want the shim's refusal naming process.args, got (%v):\n%s", args, err, out)
+			}
+			logRefusals(t, out)
+		}
+	})
+}
+
+// logRefusals logs the shim's refusals in out, so that a run shows each reason.
+func logRefusals(t *testing.T, out []byte) {
+	t.Helper()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "sharness-runtime: refused") {
+			t.Logf("%s", strings.TrimSpace(line))
+		}
+	}
+}
+
+// removeVolume removes a volume, if there is one (a test that defines it anew).
+func removeVolume(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	if out, err := exec.CommandContext(ctx, "docker", "volume", "rm", "-f", name).CombinedOutput(); err != nil {
+		t.Logf("docker volume rm %s: %v\n%s", name, err, out)
+	}
 }
 
 // socketLink is a symbolic link to the Docker socket, as a cloned repository or an edited compose
@@ -454,4 +599,17 @@ func requireShim(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(shim.DefaultRoot, hash, "agent", "config.json")); err != nil {
 		t.Fatalf("the default policy is not installed for the shim (%v): run sharness-ai install", err)
 	}
+}
+
+// fixtureName is the test fixture a spec says it is (shim.EnvFixture), "" for none.
+func fixtureName(s *specs.Spec) string {
+	if s.Process == nil {
+		return ""
+	}
+	for _, e := range s.Process.Env {
+		if v, ok := strings.CutPrefix(e, shim.EnvFixture+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

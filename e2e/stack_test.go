@@ -20,13 +20,17 @@ import (
 	"github.com/sharness-ai/sharness/testkit/testca"
 )
 
-// stack runs docker compose on the root docker-compose.yml and the offline world overlay, as
-// hack/up.sh does, with the environment the person would supply.
+// stack runs docker compose on the offline world's compiled stack (compose/world/docker-compose.yml,
+// from policies/world) and the world's overlay (compose/world.yml), as hack/up.sh does, with the
+// environment the person would supply.
 type stack struct {
 	t     *testing.T
 	root  string
 	env   []string
 	files []string
+	// keepSession: compose runs with the session already recorded, not one recorded from env
+	// (a test of what the shim does when compose is given other values than the session's).
+	keepSession bool
 }
 
 func newStack(t *testing.T, env ...string) *stack {
@@ -39,12 +43,15 @@ func newStack(t *testing.T, env ...string) *stack {
 func newStackAt(t *testing.T, root string, env ...string) *stack {
 	t.Helper()
 	requireEngine(t)
-	s := &stack{t: t, root: root, files: []string{filepath.Join(root, "docker-compose.yml"), filepath.Join(root, "compose", "world.yml")}}
+	s := &stack{t: t, root: root, files: worldFiles(root)}
 	for _, kv := range os.Environ() { // the test decides what the person supplies
 		if !strings.HasPrefix(kv, "SHARNESS_AI_") && !strings.HasPrefix(kv, "SHARNESS_PROBE_") && !strings.HasPrefix(kv, "SHARNESS_WORLD_") {
 			s.env = append(s.env, kv)
 		}
 	}
+	// sharness-ai run by the test (s.cli) reads the world's manifest, the policy the stack runs;
+	// a test's own env may name another (the last value of a key wins).
+	s.env = append(s.env, "SHARNESS_AI_MANIFEST="+filepath.Join(root, "policies", "world", "manifest.yaml"))
 	s.env = append(s.env, worldTLS(t)...)
 	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SHARNESS_AI_WORKSPACE=") }) {
 		s.env = append(s.env, "SHARNESS_AI_WORKSPACE="+newWorkspace(t, root))
@@ -53,6 +60,11 @@ func newStackAt(t *testing.T, root string, env ...string) *stack {
 	s.down()
 	t.Cleanup(s.down)
 	return s
+}
+
+// worldFiles are the compose files of the offline world's stack in the tree at root.
+func worldFiles(root string) []string {
+	return []string{filepath.Join(root, "compose", "world", "docker-compose.yml"), filepath.Join(root, "compose", "world.yml")}
 }
 
 // worldTLS is what testkit/worldca hands the offline world: a throwaway leaf for the test hosts and
@@ -81,7 +93,7 @@ func newWorkspace(t *testing.T, root string) string {
 	if err := os.Chown(dir, workspaceUID, workspaceUID); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(sharnessAI(t), "workspace", "init", "--dir", dir, "-f", filepath.Join(root, "policies", "default", "manifest.yaml"))
+	cmd := exec.Command(sharnessAI(t), "workspace", "init", "--dir", dir, "-f", filepath.Join(root, "policies", "world", "manifest.yaml"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("sharness-ai workspace init: %v\n%s", err, out)
 	}
@@ -100,6 +112,11 @@ func (s *stack) compose(ctx context.Context, args ...string) ([]byte, error) {
 }
 
 func (s *stack) composeEnv(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	if len(args) > 0 && args[0] != "down" { // the shim refuses every component of a project without a session
+		if err := s.session(ctx); err != nil {
+			return nil, err
+		}
+	}
 	all := []string{"compose", "--ansi", "never", "-p", project}
 	for _, f := range s.files {
 		all = append(all, "-f", f)
@@ -300,7 +317,7 @@ func controlCVECondition(t *testing.T, hostDNS *dnsLogger) {
 	}
 	defer docker("network", "rm", netName)
 	name := fmt.Sprintf("cve-control-%d.example", time.Now().UnixNano())
-	docker("run", "--rm", "--network", netName, "--dns", "127.0.0.1", "--entrypoint", "/bin/busybox", agentImage, "nslookup", name)
+	docker("run", "--rm", "--network", netName, "--dns", "127.0.0.1", "--entrypoint", "/bin/busybox", plainImage(t), "nslookup", name)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && len(hostDNS.seen(name)) == 0 {
 		time.Sleep(100 * time.Millisecond)
@@ -318,7 +335,7 @@ func controlHostService(t *testing.T, port int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--entrypoint", "/bin/busybox", agentImage, "nc",
+	out, err := exec.CommandContext(ctx, "docker", "run", "--rm", "--entrypoint", "/bin/busybox", plainImage(t), "nc",
 		"-w", "3", "172.17.0.1", fmt.Sprint(port)).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "host service") {
 		t.Fatalf("control: a container on the default bridge cannot reach the host service at 172.17.0.1:%d (%v: %s); the probe's refusals would prove nothing", port, err, out)
@@ -331,23 +348,26 @@ func TestLauncherRefuses(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		env  []string
-		want []string // in the launcher's output
+		want []string // in compose's or the launcher's output
 	}{
+		// The runtime shim refuses first: the session records the manifest's hash (TestCheckSession);
+		// under runc the launcher refuses itself (internal/session's TestLoad).
 		{"wrong hash", []string{"SHARNESS_AI_POLICY_HASH=sha256:" + strings.Repeat("0", 64)},
-			[]string{"refusing to start", "the supplied hash is sha256:0000"}},
+			[]string{"sharness-runtime: refused launcher", "process.env[SHARNESS_AI_POLICY_HASH]", "(the session's)"}},
 		{"no hash, no key", nil, []string{"no policy hash supplied", "SHARNESS_AI_POLICY_KEY"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStack(t, tc.env...)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			if out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait"); err == nil {
+			out, err := s.compose(ctx, "up", "--pull", "never", "-d", "--wait")
+			if err == nil {
 				t.Fatalf("docker compose up succeeded:\n%s", out)
 			}
-			launcher := s.logs("launcher")
+			launcher := string(out) + s.logs("launcher")
 			for _, w := range tc.want {
 				if !strings.Contains(launcher, w) {
-					t.Errorf("the launcher's output lacks %q:\n%s", w, launcher)
+					t.Errorf("compose's and the launcher's output lack %q:\n%s", w, launcher)
 				}
 			}
 			s.requireOnlyStarted(ctx, "launcher", "world", "model")
@@ -359,7 +379,7 @@ func TestLauncherRefuses(t *testing.T) {
 // stack, and one signed by another key is refused.
 func TestSignedPolicy(t *testing.T) {
 	root := copyRepo(t)
-	m, err := pbp.Load(os.DirFS(filepath.Join(root, "policies", "default")), "manifest.yaml")
+	m, err := pbp.Load(os.DirFS(filepath.Join(root, "policies", "world")), "manifest.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +394,7 @@ func TestSignedPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(root, "policies", "default", "manifest.yaml.sig"), sig, 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(root, "policies", "world", "manifest.yaml.sig"), sig, 0o644); err != nil {
 				t.Fatal(err)
 			}
 			s := newStackAt(t, root, "SHARNESS_AI_POLICY_KEY="+keys.Pin(pinned.Public().(ed25519.PublicKey)))
@@ -420,7 +440,7 @@ func newKey(t *testing.T) ed25519.PrivateKey {
 func copyRepo(t *testing.T) string {
 	t.Helper()
 	src, dst := repoRoot(t), t.TempDir()
-	for _, p := range []string{"docker-compose.yml", "compiled", "compose/world.yml", "policies/default"} {
+	for _, p := range []string{"docker-compose.yml", "compiled", "policies/default", "compose/world", "compose/world.yml", "policies/world"} {
 		if err := os.CopyFS(filepath.Join(dst, p), os.DirFS(filepath.Join(src, p))); err != nil {
 			// os.CopyFS copies folders; a single file is copied by hand.
 			data, rerr := os.ReadFile(filepath.Join(src, p))

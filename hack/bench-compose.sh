@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench-compose.sh: time `docker compose up -d --wait` of the default stack with the offline
-# world (docker-compose.yml + compose/world.yml) until every service is running or healthy,
+# world (compose/world/docker-compose.yml, the world's policy, + compose/world.yml) until every
+# service is running or healthy,
 # against starting the same number of plain containers (`docker run -d` of busybox sleep from
 # the agent image, the only image with a userland), in the same run (issue 3, "Benchmarks").
 # Several repetitions, interleaved; medians and their ratio. A measurement, not a test.
@@ -28,14 +29,14 @@ OUT=${BENCH_OUT:-$ROOT/hack/bench/results/compose-$(date -u +%Y%m%dT%H%M%SZ).jso
 
 log() { printf 'bench-compose: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
-compose() { docker compose -p "$PROJECT" -f docker-compose.yml -f compose/world.yml "$@"; }
+compose() { docker compose -p "$PROJECT" -f compose/world/docker-compose.yml -f compose/world.yml "$@"; }
 now() { date +%s.%N; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
 cd "$ROOT"
 docker info >/dev/null 2>&1 || die "no Docker engine answers: start one (hack/engine.sh start); this script never starts or stops it"
 docker compose version >/dev/null 2>&1 || die "no docker compose plugin: hack/engine.sh install builds it"
-SHARNESS_AI_POLICY_HASH=$(go run ./cmd/sharness-ai hash)
+SHARNESS_AI_POLICY_HASH=$(go run ./cmd/sharness-ai -f policies/world/manifest.yaml hash)
 export SHARNESS_AI_POLICY_HASH
 eval "$(go run ./testkit/worldca)"
 
@@ -52,6 +53,12 @@ held=$(docker network ls -q | xargs -r docker network inspect -f '{{.Name}} {{ra
 [ -z "$held" ] || die "$(printf 'refusing to run: another stack holds the default stack'"'"'s subnets:\n%s' "$held")"
 
 WORK=$(mktemp -d /tmp/sharness-bench-compose.XXXXXX)
+# The session the runtime shim holds every component to: a throwaway workspace and secrets folder.
+export SHARNESS_AI_WORKSPACE=$WORK/workspace SHARNESS_AI_SECRETS_DIR=$WORK/secrets
+mkdir -p "$SHARNESS_AI_WORKSPACE" "$SHARNESS_AI_SECRETS_DIR"
+chown 65532:65532 "$SHARNESS_AI_WORKSPACE"
+go run ./cmd/sharness-ai -f policies/world/manifest.yaml workspace init --dir "$SHARNESS_AI_WORKSPACE" >/dev/null
+go run ./cmd/sharness-ai -f policies/world/manifest.yaml session record -p "$PROJECT" --dir compose/world >/dev/null
 cleanup() {
 	compose down -v --remove-orphans >/dev/null 2>&1 || true
 	docker ps -aq --filter "label=$LABEL" | xargs -r docker rm -f >/dev/null 2>&1 || true

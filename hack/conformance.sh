@@ -157,6 +157,11 @@ fi
 log "sharness-runtime from $ROOT"
 (cd "$ROOT" && CGO_ENABLED=0 go build -o "$WORK/sharness-runtime" ./cmd/sharness-runtime) ||
 	die "cmd/sharness-runtime does not build"
+# The policy check the shim hands every command but its pass-throughs to: this tree's, not an
+# installed one.
+(cd "$ROOT" && CGO_ENABLED=0 go build -o "$WORK/sharness-runtime-check" ./cmd/sharness-runtime/check) ||
+	die "cmd/sharness-runtime/check does not build"
+export SHARNESS_RUNTIME_CHECK=$WORK/sharness-runtime-check
 SHIM=$WORK/sharness-runtime
 
 RUNC_VERSION=$("$RUNC" --version | awk 'NR == 1 {print $3}')

@@ -5,7 +5,8 @@
 #
 # Installs what is missing (hack/engine.sh install) and the runtime shim (hack/runtime.sh), starts
 # the engine if none answers (with the shim registered and as its default runtime), builds the
-# images, installs the compiled policies the shim checks (sharness-ai install), runs
+# images, installs the compiled policies the shim checks (sharness-ai install, for the default and
+# the offline world's policy), runs
 # `go test -tags e2e ./e2e/...`, and on exit stops the engine only if this run started it.
 set -euo pipefail
 # Build with the Go release go.mod's toolchain line names (its security fixes are in what we
@@ -31,6 +32,11 @@ else
 fi
 "$ROOT/hack/build-images.sh"
 cd "$ROOT"
-# The compiled policies the shim checks every SHarness container against.
+# The compiled policies the shim checks every SHarness container against: the offline world's
+# (policies/world, which the suite's stack runs, with its fixtures.json) and the default one
+# (which the suite runs without the world, and under which it shows the test switches refused).
+go run ./cmd/sharness-ai compile --check
+go run ./cmd/sharness-ai -f policies/world/manifest.yaml compile -o compose/world --check
 go run ./cmd/sharness-ai install --replace
-go test -tags e2e -count=1 -v "$@" ./e2e/...
+go run ./cmd/sharness-ai -f policies/world/manifest.yaml install --replace
+go test -tags e2e -count=1 -timeout 75m -v "$@" ./e2e/...

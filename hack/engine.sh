@@ -137,7 +137,17 @@ cmd_start() {
 		flags+=(--default-runtime sharness)
 	fi
 	log "runtimes: sharness=$RUNTIME_BIN$([ "${SHARNESS_RUNTIME_DEFAULT:-1}" != 0 ] && echo ' (default)')"
-	as_root setsid dockerd "${flags[@]}" >>"$LOG_FILE" 2>&1 </dev/null &
+	# dockerd outlives this script: it must not inherit a descriptor beyond the three standard
+	# ones (a caller's `flock FILE hack/engine.sh start` would otherwise stay locked by dockerd).
+	(
+		for fd in /proc/self/fd/*; do
+			fd=${fd##*/}
+			[ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-"
+		done
+		sudo=()
+		[ "$(id -u)" -eq 0 ] || sudo=(sudo)
+		exec "${sudo[@]}" setsid dockerd "${flags[@]}" >>"$LOG_FILE" 2>&1 </dev/null
+	) &
 	local launcher=$!
 	if ! wait_up "$launcher"; then
 		# Ours, by $!: do not leave a half-started daemon behind.

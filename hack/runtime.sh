@@ -4,9 +4,10 @@
 #
 # Usage: hack/runtime.sh install|status
 #
-#   install  builds cmd/sharness-runtime and its Landlock helper cmd/sharness-landlock statically
-#            (CGO_ENABLED=0) and installs them to $SHARNESS_RUNTIME_BIN and
-#            $SHARNESS_RUNTIME_LANDLOCK, then prints the dockerd flag and daemon.json snippet.
+#   install  builds cmd/sharness-runtime, its policy check cmd/sharness-runtime/check and its
+#            Landlock helper cmd/sharness-landlock statically (CGO_ENABLED=0) and installs them to
+#            $SHARNESS_RUNTIME_BIN, $SHARNESS_RUNTIME_CHECK and $SHARNESS_RUNTIME_LANDLOCK, then
+#            prints the dockerd flag and daemon.json snippet.
 #   status   says whether it is installed, which runc it hands over to, whether strict mode is on
 #            and whether the running engine has a runtime named "sharness".
 #
@@ -18,6 +19,9 @@
 #   SHARNESS_RUNTIME_BIN       install path; default /usr/local/bin/sharness-runtime
 #   SHARNESS_RUNTIME_RUNC      the runc the shim execs; default runc on PATH (Debian: /usr/sbin/runc)
 #   SHARNESS_RUNTIME_POLICIES  compiled policies root; default /etc/sharness-ai/policies
+#   SHARNESS_RUNTIME_CHECK     the policy check the shim hands every command but start, state, kill,
+#                              delete, events, ps, pause and resume to; default
+#                              /usr/local/lib/sharness-ai/sharness-runtime-check
 #   SHARNESS_RUNTIME_LANDLOCK  the Landlock helper the shim binds into containers; default
 #                              /usr/local/lib/sharness-ai/sharness-landlock
 set -euo pipefail
@@ -26,6 +30,7 @@ set -euo pipefail
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 
 BIN=${SHARNESS_RUNTIME_BIN:-/usr/local/bin/sharness-runtime}
+CHECK=${SHARNESS_RUNTIME_CHECK:-/usr/local/lib/sharness-ai/sharness-runtime-check}
 HELPER=${SHARNESS_RUNTIME_LANDLOCK:-/usr/local/lib/sharness-ai/sharness-landlock}
 NAME=sharness
 STRICT_FILE=/etc/sharness-ai/strict
@@ -56,12 +61,17 @@ install_runtime() {
 	local tmp=$TMP_DIR
 	log "building cmd/sharness-runtime (static)"
 	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/sharness-runtime" ./cmd/sharness-runtime)
+	log "building cmd/sharness-runtime/check (static)"
+	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/sharness-runtime-check" ./cmd/sharness-runtime/check)
 	log "building cmd/sharness-landlock (static)"
 	(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$tmp/sharness-landlock" ./cmd/sharness-landlock)
-	# Root-owned and not writable by anyone else: every confined container executes it first.
+	# Root-owned and not writable by anyone else: dockerd runs the first two for every runc command,
+	# and every confined container executes the helper first. The check goes in before the shim
+	# that hands commands to it.
+	as_root install -D -m 0755 "$tmp/sharness-runtime-check" "$CHECK"
 	as_root install -D -m 0755 "$tmp/sharness-runtime" "$BIN"
 	as_root install -D -m 0755 "$tmp/sharness-landlock" "$HELPER"
-	log "installed $BIN ($(sha256sum "$BIN" | cut -c1-16)…) and $HELPER ($(sha256sum "$HELPER" | cut -c1-16)…)"
+	log "installed $BIN ($(sha256sum "$BIN" | cut -c1-16)…), $CHECK ($(sha256sum "$CHECK" | cut -c1-16)…) and $HELPER ($(sha256sum "$HELPER" | cut -c1-16)…)"
 	registration
 }
 
@@ -71,6 +81,7 @@ status_runtime() {
 	else
 		log "not installed at $BIN"
 	fi
+	if [ -x "$CHECK" ]; then log "policy check: $CHECK"; else log "policy check: not installed at $CHECK"; fi
 	if [ -x "$HELPER" ]; then log "landlock helper: $HELPER"; else log "landlock helper: not installed at $HELPER"; fi
 	local runc=${SHARNESS_RUNTIME_RUNC:-$(PATH=$PATH:/usr/sbin:/sbin command -v runc || true)}
 	if [ -n "$runc" ]; then log "runc: $runc ($("$runc" --version 2>/dev/null | head -n1))"; else log "runc: not found"; fi

@@ -19,10 +19,14 @@
 #   SHARNESS_AI_ONLINE=1      no offline world: net reaches the real hosts, and the key sealed to kms
 #                             is yours, read from the terminal (never from the command line)
 #
-# Before anything runs, the committed docker-compose.yml and compiled/ must be exactly what the
-# default manifest compiles to, and, when SHARNESS_AI_POLICY_HASH is given, the manifest's hash
-# must equal it. Every service runs under the runtime shim (sharness-runtime, installed here and
-# registered by hack/engine.sh), which refuses any container wider than its compiled policy.
+# Offline, the stack is the offline world's: policies/world/manifest.yaml (the default policy and
+# the test_world section that grants the world's test switches, under its hash), compiled to
+# compose/world/, with compose/world.yml over it. Online it is the default policy's
+# docker-compose.yml, which grants none. Before anything runs, the committed docker-compose.yml and
+# compiled/, and compose/world/, must be exactly what the two manifests compile to, and, when
+# SHARNESS_AI_POLICY_HASH is given, the hash of the manifest that runs must equal it. Every
+# service runs under the runtime shim (sharness-runtime, installed here and registered by
+# hack/engine.sh), which refuses any container wider than its compiled policy.
 set -euo pipefail
 # Build with the Go release go.mod's toolchain line names (its security fixes are in what we
 # ship); a GOTOOLCHAIN the caller sets wins.
@@ -33,6 +37,14 @@ ENGINE=$ROOT/hack/engine.sh
 cd "$ROOT"
 
 go run ./cmd/sharness-ai compile --check
+go run ./cmd/sharness-ai -f policies/world/manifest.yaml compile -o compose/world --check
+if [ -n "${SHARNESS_AI_ONLINE:-}" ]; then
+	manifest=policies/default/manifest.yaml stackdir=.
+else
+	manifest=policies/world/manifest.yaml stackdir=compose/world
+fi
+# Every sharness-ai below reads this manifest.
+export SHARNESS_AI_MANIFEST=$manifest
 M=$(go run ./cmd/sharness-ai hash)
 if [ -z "${SHARNESS_AI_POLICY_HASH:-}" ]; then
 	# The demo supplies the committed manifest's hash itself; a person pins their own instead.
@@ -53,9 +65,12 @@ case $(docker info --format '{{json .Runtimes}}') in
 *'"sharness"'*) ;;
 *) echo "up: the running engine has no runtime \"sharness\": restart it with hack/engine.sh (or register $(command -v sharness-runtime || echo /usr/local/bin/sharness-runtime) in daemon.json)" >&2; exit 1 ;;
 esac
-# The compiled policies the shim checks each container against (root-owned, /etc/sharness-ai).
-go run ./cmd/sharness-ai install --replace
+# The compiled policies the shim checks each container against (root-owned, /etc/sharness-ai); for
+# the world also its fixtures.json, which lists the world's own containers.
 "$ROOT/hack/build-images.sh"
+# After the images: install also records each component's code (its entrypoint's SHA-256 in the
+# image built here), by which the shim knows a component's container.
+go run ./cmd/sharness-ai install --replace
 
 # The probe also tries the host's own addresses and the edge gateways (port 9: if anything
 # answered, even with a refusal, the wall would have a hole there).
@@ -87,7 +102,7 @@ fi
 # The protected paths must exist before the agent and bash mount them read-only.
 go run ./cmd/sharness-ai workspace init --dir "$SHARNESS_AI_WORKSPACE"
 
-files=(-f docker-compose.yml)
+files=(-f "$stackdir/docker-compose.yml")
 services=(launcher net llm kms bash fs)
 if [ -z "${SHARNESS_AI_ONLINE:-}" ]; then
 	files+=(-f compose/world.yml)
@@ -101,6 +116,9 @@ cleanup() {
 }
 trap 'cleanup; [ -n "${started:-}" ] && "$ENGINE" stop || true' EXIT
 
+# The session record the shim holds every component to: this policy, this workspace, these
+# secrets (root's, /etc/sharness-ai/sessions/sharness.json).
+go run ./cmd/sharness-ai session record -p sharness --dir "$stackdir" >/dev/null
 status=0
 "${compose[@]}" up --pull never --detach --wait "${services[@]}" || status=$?
 if [ "$status" -eq 0 ]; then

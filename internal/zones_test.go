@@ -16,7 +16,7 @@ const module = "github.com/sharness-ai/sharness/"
 // (images/agent) is not among them: it is the side-door probe's carrier and links the test
 // kit's re-executed attempts (testkit/reexec) on purpose.
 var shipped = []string{
-	"cmd/sharness-ai", "cmd/sharness-runtime", "cmd/sharness-landlock",
+	"cmd/sharness-ai", "cmd/sharness-runtime", "cmd/sharness-runtime/check", "cmd/sharness-landlock",
 	"images/launcher", "images/net", "images/llm", "images/kms", "images/bash", "images/fs",
 	"images/claude-code",
 }

@@ -118,7 +118,7 @@ func TestHelperConfines(t *testing.T) {
 			c.Close()
 		}
 	}()
-	d := landlock.Domain{Mode: landlock.Enforce, Exec: exe, Write: []string{writable}, Connect: []uint16{ports[0]}}
+	d := restrict.Domain{Exec: exe, Write: []string{writable}, Connect: []uint16{ports[0]}}
 	cmd := exec.Command(self, d.Encode(), "--", self, "probe", writable, other, addrs[0], addrs[1], abstract)
 	cmd.Env = append(os.Environ(), envMode+"=1")
 	var stderr strings.Builder
@@ -154,12 +154,14 @@ func TestHelperRefuses(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{"no separator", []string{`{}`, self}, "usage"},
-		{"no program", []string{landlock.Domain{Mode: landlock.Enforce}.Encode(), "--"}, "usage"},
-		{"a bad domain", []string{`{"mode":"off"}`, "--", self}, "mode"},
-		{"per_command", []string{landlock.Domain{Mode: landlock.PerCommand}.Encode(), "--", self}, "per_command"},
-		{"a missing program", []string{landlock.Domain{Mode: landlock.BestEffort, Exec: []string{"/nowhere"}}.Encode(), "--", "/nowhere/prog"}, "find /nowhere/prog"},
-		{"a missing writable folder", []string{landlock.Domain{Mode: landlock.BestEffort, Write: []string{"/nowhere"}}.Encode(), "--", self}, "/nowhere"},
+		{"no separator", []string{"enforce", self}, "usage"},
+		{"no program", []string{"enforce", "--"}, "usage"},
+		{"a bad mode", []string{"off", "--", self}, "mode"},
+		{"per_command", []string{"per_command", "--", self}, "per_command"},
+		{"a bad domain", []string{"enforce c0", "--", self}, "port"},
+		{"a missing program", []string{restrict.Domain{BestEffort: true, Exec: []string{"/nowhere"}}.Encode(), "--", "/nowhere/prog"}, "find /nowhere/prog"},
+		{"a program not in PATH", []string{restrict.Domain{BestEffort: true}.Encode(), "--", "sharness-no-such-program"}, "not in PATH"},
+		{"a missing writable folder", []string{restrict.Domain{BestEffort: true, Write: []string{"/nowhere"}}.Encode(), "--", self}, "/nowhere"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,5 +173,36 @@ func TestHelperRefuses(t *testing.T) {
 				t.Errorf("helper %q: %v, %q; want exit 126 and %q", tt.args, err, out, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestHelperHealth: `HELPER DOMAIN -- /.sharness-landlock -health` (the health check of a
+// confined component, which the shim wraps in its domain) makes the domain and exits 0 without
+// executing anything; the same arguments naming another program, or another argument, run it.
+func TestHelperHealth(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := restrict.Domain{Exec: []string{self}}
+	run := func(args ...string) (int, string) {
+		cmd := exec.Command(self, append([]string{d.Encode(), "--"}, args...)...)
+		cmd.Env = append(os.Environ(), envMode+"=1")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		switch {
+		case errors.As(err, &exit):
+			return exit.ExitCode(), string(out)
+		case err != nil:
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	if code, out := run(landlock.HelperPath, landlock.HealthArg); code != 0 || out != "" {
+		t.Errorf("the health check: exit %d, output %q; want 0 and nothing", code, out)
+	}
+	// Not the health check: the helper tries to execute /.sharness-landlock, which is not there.
+	if code, out := run(landlock.HelperPath, "-other"); code != 126 || !strings.Contains(out, landlock.HelperPath) {
+		t.Errorf("another argument: exit %d, output %q; want 126 naming the program", code, out)
 	}
 }

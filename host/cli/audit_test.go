@@ -2,21 +2,24 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/container"
 
 	"github.com/sharness-ai/sharness/internal/audit"
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
@@ -227,8 +230,9 @@ func TestAuditShow(t *testing.T) {
 
 // projectSession writes the audit volumes of compose project "demo" as the stack leaves them:
 // <root>/<volume>/_data/audit.jsonl for the launcher (whose first event is the session record),
-// net and kms, and fakes docker to list and inspect them (plus volumes of other projects).
-func projectSession(t *testing.T, record func(ca *mtlstest.CA) map[string]string) (root string, ca *mtlstest.CA, calls *[]string) {
+// net and kms, and fakes the engine to list and inspect them (plus volumes of other projects),
+// and to list the project's containers (demoRunning).
+func projectSession(t *testing.T, record func(ca *mtlstest.CA) map[string]string) (root string, ca *mtlstest.CA, e *enginetest.Engine) {
 	t.Helper()
 	ca = mtlstest.NewCA(t, "sharness.test")
 	root = t.TempDir()
@@ -250,41 +254,41 @@ func projectSession(t *testing.T, record func(ca *mtlstest.CA) map[string]string
 			t.Fatal(err)
 		}
 	}
-	calls = new([]string)
-	orig := dockerOutput
-	t.Cleanup(func() { dockerOutput = orig })
-	dockerOutput = func(_ context.Context, args ...string) ([]byte, error) {
-		*calls = append(*calls, strings.Join(args, " "))
-		switch {
-		case strings.Join(args, " ") == "volume ls --filter name=demo_audit- --format {{.Name}}":
-			names := "other_demo_audit-net\ndemo_audit-Bad\n" // the filter matches anywhere in a name
-			entries, _ := os.ReadDir(root)
-			for _, e := range entries {
-				names += e.Name() + "\n"
-			}
-			return []byte(names), nil
-		case len(args) == 5 && strings.Join(args[:4], " ") == "volume inspect --format {{.Mountpoint}}":
-			return []byte(filepath.Join(root, args[4], "_data") + "\n"), nil
-		}
-		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
-	}
+	e = &enginetest.Engine{}
 	demoRunning = nil
-	origRun := runDocker
-	t.Cleanup(func() { runDocker, demoRunning = origRun, nil })
-	runDocker = func(_ context.Context, d dockerCmd) error {
-		if len(d.args) < 5 || d.args[0] != "ps" || d.args[4] != "label=com.docker.compose.project=demo" {
-			return fmt.Errorf("docker %s: unexpected", strings.Join(d.args, " "))
+	t.Cleanup(func() { demoRunning = nil })
+	e.Hook = func(w http.ResponseWriter, r *http.Request, path string) bool {
+		// The volumes are root's folders, as a test left them, and two others: the engine's name
+		// filter matches anywhere in a name. The hook runs under e's lock.
+		e.Volumes = []enginetest.Volume{{Name: "other_demo_audit-net"}, {Name: "demo_audit-Bad"}}
+		entries, _ := os.ReadDir(root)
+		for _, d := range entries {
+			e.Volumes = append(e.Volumes, enginetest.Volume{Name: d.Name(), Mountpoint: filepath.Join(root, d.Name(), "_data")})
 		}
+		if path != "/containers/json" {
+			return false
+		}
+		if !strings.Contains(r.URL.Query().Get("filters"), `"com.docker.compose.project=demo":true`) {
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprintf(w, `{"message":"unexpected filters %s"}`, r.URL.Query().Get("filters"))
+			return true
+		}
+		cs := []container.Summary{}
 		for _, comp := range demoRunning {
-			fmt.Fprintf(d.stdout, "id-%[1]s\tdemo-%[1]s-1\trunning\t%[1]s\tFalse\n", comp)
+			cs = append(cs, container.Summary{ID: "id-" + comp, Names: []string{"/demo-" + comp + "-1"}, State: "running",
+				Labels: map[string]string{"com.docker.compose.project": "demo", "com.docker.compose.service": comp, "com.docker.compose.oneoff": "False"}})
 		}
-		fmt.Fprint(d.stdout, "id-agent\tdemo-agent-run-1a2b\texited\tagent\tTrue\n")
-		return nil
+		cs = append(cs, container.Summary{ID: "id-agent", Names: []string{"/demo-agent-run-1a2b"}, State: "exited",
+			Labels: map[string]string{"com.docker.compose.project": "demo", "com.docker.compose.service": "agent", "com.docker.compose.oneoff": "True"}})
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(cs)
+		return true
 	}
-	return root, ca, calls
+	useAPI(t, e)
+	return root, ca, e
 }
 
-// demoRunning are the components of project "demo" whose container runs, as `docker ps` says
+// demoRunning are the components of project "demo" whose container runs, as the engine says
 // (projectSession's fake): none, unless a test says so.
 var demoRunning []string
 
@@ -294,7 +298,7 @@ func sessionRecord(ca *mtlstest.CA) map[string]string {
 }
 
 func TestAuditProject(t *testing.T) {
-	root, ca, calls := projectSession(t, sessionRecord)
+	root, ca, e := projectSession(t, sessionRecord)
 	trust := []string{"--project", "demo", "--policy-hash", auditPolicy}
 	code, out, errOut := run(t, append([]string{"audit", "verify"}, trust...)...)
 	got := strings.ReplaceAll(out+errOut, root, "ROOT")
@@ -311,10 +315,9 @@ func TestAuditProject(t *testing.T) {
 	if strings.Contains(got, "other_demo") || strings.Contains(got, "Bad") {
 		t.Errorf("verify read volumes of another project, or not named for a component:\n%s", got)
 	}
-	wantCalls := []string{"volume ls --filter name=demo_audit- --format {{.Name}}", "volume inspect --format {{.Mountpoint}} demo_audit-kms",
-		"volume inspect --format {{.Mountpoint}} demo_audit-launcher", "volume inspect --format {{.Mountpoint}} demo_audit-net"}
-	if diff := cmp.Diff(wantCalls, *calls); diff != "" {
-		t.Errorf("docker calls (-want +got):\n%s", diff)
+	wantCalls := []string{`GET /volumes?filters={"name":{"demo_audit-":true}}`, "GET /volumes/demo_audit-kms", "GET /volumes/demo_audit-launcher", "GET /volumes/demo_audit-net"}
+	if diff := cmp.Diff(wantCalls, slices.DeleteFunc(e.Requests(), func(r string) bool { return !strings.HasPrefix(r, "GET /volumes") })); diff != "" {
+		t.Errorf("volume requests (-want +got):\n%s", diff)
 	}
 
 	code, out, errOut = run(t, append([]string{"audit", "show", "--component", "net"}, trust...)...)
@@ -367,7 +370,7 @@ func TestAuditProjectRefuses(t *testing.T) {
 		{"files with --project", sessionRecord, nil, append([]string{"logs/"}, trust...), ExitUsage, "give no log files nor --ca with it"},
 		{"--ca with --project", sessionRecord, nil, append([]string{"--ca", "ca.pem"}, trust...), ExitUsage, "give no log files nor --ca with it"},
 		{"not a project name", sessionRecord, nil, []string{"--project", "Demo!", "--policy-hash", auditPolicy}, ExitUsage, "not a compose project name"},
-		{"no volumes", sessionRecord, nil, []string{"--project", "nothing", "--policy-hash", auditPolicy}, ExitUsage, "docker volume ls --filter name=nothing_audit-"},
+		{"no volumes", sessionRecord, nil, []string{"--project", "nothing", "--policy-hash", auditPolicy}, ExitUsage, "no volume nothing_audit-<component> (docker volume ls): is the project name right?"},
 		{"no policy hash", sessionRecord, nil, []string{"--project", "demo"}, ExitUsage, "--policy-hash"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -459,7 +462,7 @@ func TestAuditProjectRunning(t *testing.T) {
 	}
 
 	t.Run("no policy hash", func(t *testing.T) {
-		_, _, calls := projectSession(t, sessionRecord)
+		_, _, e := projectSession(t, sessionRecord)
 		for _, verb := range [][]string{{"audit", "verify"}, {"audit", "show"}} {
 			code, out, errOut := run(t, append(verb, "--project", "demo")...)
 			want := "sharness-ai: no policy hash to verify the logs against: give --policy-hash sha256:<hex> or set SHARNESS_AI_POLICY_HASH to the hash you trust"
@@ -467,8 +470,8 @@ func TestAuditProjectRunning(t *testing.T) {
 				t.Errorf("%v without a hash: exit %d, want %d with %q\n%s%s", verb, code, ExitUsage, want, out, errOut)
 			}
 		}
-		if len(*calls) > 0 {
-			t.Errorf("read the volumes before asking for the hash: %q", *calls)
+		if reqs := e.Requests(); len(reqs) > 0 {
+			t.Errorf("read the volumes before asking for the hash: %q", reqs)
 		}
 	})
 }

@@ -20,7 +20,7 @@ var repoRoot, _ = filepath.Abs("../..")
 func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := execute(args, &out, &errOut, testEngine)
+	code := execute(args, &out, &errOut, testEngine(t))
 	return code, out.String(), errOut.String()
 }
 

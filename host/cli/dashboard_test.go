@@ -42,7 +42,7 @@ func TestDashboardRefuses(t *testing.T) {
 		{"bad policy hash", []string{"dashboard", "--project", "demo", "--policy-hash", "abc"}, ExitUsage, "--policy-hash"},
 		{"a key others can read", append(base, "--key", open), ExitRefused, "chmod 600"},
 		{"a missing key asked for", append(base, "--key", open+".missing"), ExitUsage, "sharness-ai operator init"},
-		{"no such project", []string{"dashboard", "--project", "nothing", "--policy-hash", auditPolicy}, ExitUsage, "docker volume ls --filter name=nothing_audit-"},
+		{"no such project", []string{"dashboard", "--project", "nothing", "--policy-hash", auditPolicy}, ExitUsage, "no volume nothing_audit-<component> (docker volume ls): is the project name right?"},
 		{"files with --project", append(base, "logs/"), ExitUsage, "give no log files nor --ca with it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,15 +59,8 @@ func TestDashboardRefuses(t *testing.T) {
 // stops cleanly on SIGINT.
 func TestDashboardServes(t *testing.T) {
 	root, ca, _ := projectSession(t, sessionRecord)
-	gateDir := filepath.Join(root, "demo_gate-fs", "_data")
+	gateDir := filepath.Join(root, "demo_gate-fs", "_data") // projectSession's engine lists it
 	os.MkdirAll(gateDir, 0o755)
-	faked := dockerOutput
-	dockerOutput = func(ctx context.Context, args ...string) ([]byte, error) {
-		if strings.Join(args, " ") == "volume ls --filter name=demo_gate- --format {{.Name}}" {
-			return []byte("demo_gate-fs\n"), nil
-		}
-		return faked(ctx, args...)
-	}
 	key := filepath.Join(t.TempDir(), "operator.key")
 	pub, err := gate.GenerateOperatorKey(key)
 	if err != nil {
@@ -89,7 +82,7 @@ func TestDashboardServes(t *testing.T) {
 	var errOut bytes.Buffer
 	code := make(chan int, 1)
 	go func() {
-		code <- execute([]string{"dashboard", "--json", "--project", "demo", "--policy-hash", auditPolicy, "--key", key, "--listen", "127.0.0.1:0"}, outW, &errOut, testEngine)
+		code <- execute([]string{"dashboard", "--json", "--project", "demo", "--policy-hash", auditPolicy, "--key", key, "--listen", "127.0.0.1:0"}, outW, &errOut, testEngine(t))
 		outW.Close()
 	}()
 	var printed struct{ URL string }

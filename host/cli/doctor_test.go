@@ -15,31 +15,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/sharness-ai/sharness/host/doctor"
 	"github.com/sharness-ai/sharness/host/doctor/probe"
 	"github.com/sharness-ai/sharness/host/engine"
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 )
 
-// fakeHost replaces what doctor learns about the host: docker answers by command prefix,
-// files by path, and the kms logs.
-func fakeHost(t *testing.T, docker map[string]string, files map[string]string, kmsLogs string) *[]string {
+// fakeHost replaces what doctor learns about the host: the engine e (nil: none answers), whose
+// docker CLI says compose is v2.40.3, files by path, and the kms logs.
+func fakeHost(t *testing.T, e *enginetest.Engine, files map[string]string, kmsLogs string) *[]string {
 	t.Helper()
 	var projects []string
-	origEnv, origLogs, origDocker := doctorEnv, composeLogs, hostDocker
-	t.Cleanup(func() { doctorEnv, composeLogs, hostDocker = origEnv, origLogs, origDocker })
-	hostDocker = func(_ context.Context, args ...string) ([]byte, error) {
-		cmd := strings.Join(args, " ")
-		for prefix, out := range docker {
-			if strings.HasPrefix(cmd, prefix) {
-				return []byte(out), nil
-			}
-		}
-		return []byte(`{"Server":null}`), errors.New("docker " + cmd + ": exit status 1: Cannot connect to the Docker daemon")
-	}
-	doctorEnv = func(*engine.Docker) probe.Env {
+	origEnv, origLogs, origRun := doctorEnv, composeLogs, runDocker
+	t.Cleanup(func() { doctorEnv, composeLogs, runDocker = origEnv, origLogs, origRun })
+	useAPI(t, e)
+	noEngine = e == nil
+	doctorEnv = func(d *engine.Docker) probe.Env {
 		return probe.Env{
-			Engine: probeEngine(hostDocker),
+			Engine: d,
 			ReadFile: func(name string) ([]byte, error) {
 				if s, ok := files[name]; ok {
 					return []byte(s), nil
@@ -53,49 +49,36 @@ func fakeHost(t *testing.T, docker map[string]string, files map[string]string, k
 			},
 		}
 	}
+	runDocker = func(_ context.Context, d dockerCmd) error {
+		if strings.Join(d.args, " ") != "compose version" {
+			return fmt.Errorf("unexpected docker %v", d.args)
+		}
+		fmt.Fprintln(d.stdout, "Docker Compose version v2.40.3")
+		return nil
+	}
 	composeLogs = func(_ context.Context, project string, _ []string) ([]byte, error) {
 		projects = append(projects, project)
 		return []byte(kmsLogs), nil
 	}
-	fakeLauncher(t, "", "")
 	return &projects
 }
 
-// hostDocker answers the docker commands doctor's probe runs, by their arguments: what the
-// probe's engine (probeEngine) prints and the error.
-var hostDocker func(ctx context.Context, args ...string) ([]byte, error)
-
-// probeEngine is an engine whose commands docker answers.
-func probeEngine(docker func(ctx context.Context, args ...string) ([]byte, error)) *engine.Docker {
-	return engine.With(func(ctx context.Context, c engine.Command) error {
-		out, err := docker(ctx, c.Args...)
-		c.Stdout.Write(out)
-		return err
-	})
+// healthyEngine is an engine with the CVE-2024-29018 fix and the sharness runtime as its
+// default.
+func healthyEngine() *enginetest.Engine {
+	return &enginetest.Engine{Version: "26.1.4", Runtimes: []string{"runc", "sharness"}, DefaultRuntime: "sharness", SecurityOptions: []string{"name=seccomp,profile=builtin"}}
 }
 
-// fakeLauncher replaces the engine doctor asks for the running stack's launcher: state is what
-// docker ps says of it ("" for no container), logs what docker logs prints (on stderr, as the
-// launcher logs there). It returns the docker calls made.
-func fakeLauncher(t *testing.T, state, logs string) *[]string {
-	t.Helper()
-	var calls []string
-	orig := runDocker
-	t.Cleanup(func() { runDocker = orig })
-	runDocker = func(_ context.Context, d dockerCmd) error {
-		calls = append(calls, strings.Join(d.args, " "))
-		switch {
-		case d.args[0] == "ps" && state != "":
-			fmt.Fprintf(d.stdout, "0123abcd %s\n", state)
-		case d.args[0] == "ps":
-		case d.args[0] == "logs":
-			fmt.Fprint(d.stderr, logs)
-		default:
-			return fmt.Errorf("unexpected docker %v", d.args)
-		}
-		return nil
-	}
-	return &calls
+// launcher puts project demo's launcher on e: state is what the engine says of it, logs what it
+// printed (on stderr, as the launcher logs there).
+func launcher(e *enginetest.Engine, state, logs string) {
+	e.Containers = append(e.Containers, enginetest.Container{ID: "0123abcd" + strings.Repeat("0", 56), Name: "demo-launcher-1", State: state, Stderr: logs,
+		Labels: map[string]string{"com.docker.compose.project": "demo", "com.docker.compose.service": "launcher"}})
+}
+
+// containerRequests are e's requests about containers.
+func containerRequests(e *enginetest.Engine) []string {
+	return slices.DeleteFunc(e.Requests(), func(r string) bool { return !strings.Contains(r, " /containers/") })
 }
 
 // sessionStarted is the launcher's start line for policy m.
@@ -104,7 +87,7 @@ func sessionStarted(m string) string {
 }
 
 // TestDoctorPolicy: doctor compares the policy the running stack's launcher started its session
-// with against the supplied hash (flag, else SHARNESS_AI_POLICY_HASH), asking docker for the
+// with against the supplied hash (flag, else SHARNESS_AI_POLICY_HASH), asking the engine for the
 // project's launcher by compose's labels.
 func TestDoctorPolicy(t *testing.T) {
 	m, other := "sha256:"+strings.Repeat("a", 64), "sha256:"+strings.Repeat("c", 64)
@@ -127,25 +110,31 @@ func TestDoctorPolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("SHARNESS_AI_POLICY_HASH", tc.env)
-			fakeHost(t, healthyDocker, healthyFiles, "")
-			calls := fakeLauncher(t, tc.state, tc.logs)
+			e := healthyEngine()
+			if tc.state != "" {
+				launcher(e, tc.state, tc.logs)
+			}
+			fakeHost(t, e, healthyFiles, "")
 			code, out, errOut := run(t, append([]string{"doctor", "-p", "demo"}, tc.args...)...)
 			if code != tc.code || !regexp.MustCompile(tc.line).MatchString(out) {
 				t.Errorf("exit %d, want %d with %s\nstdout:\n%s\nstderr:\n%s", code, tc.code, tc.line, out, errOut)
 			}
-			wantPS := "ps --all --filter label=com.docker.compose.project=demo --filter label=com.docker.compose.service=launcher --format {{.ID}} {{.State}}"
-			if len(*calls) == 0 || (*calls)[0] != wantPS {
-				t.Errorf("docker calls %q, want first %q", *calls, wantPS)
+			calls := containerRequests(e)
+			wantList := `GET /containers/json?all=1&filters={"label":{"com.docker.compose.project=demo":true,"com.docker.compose.service=launcher":true}}`
+			if len(calls) == 0 || calls[0] != wantList {
+				t.Errorf("container requests %q, want first %q", calls, wantList)
 			}
-			if tc.state == "running" && (len(*calls) != 2 || (*calls)[1] != "logs 0123abcd") {
-				t.Errorf("docker calls %q, want the launcher's logs read", *calls)
+			id := "0123abcd" + strings.Repeat("0", 56)
+			if tc.state == "running" && !cmp.Equal(calls[1:], []string{"GET /containers/" + id + "/json", "GET /containers/" + id + "/logs?stderr=1&stdout=1"}) {
+				t.Errorf("container requests %q, want the launcher's logs read", calls)
 			}
 		})
 	}
 	t.Run("json", func(t *testing.T) {
 		t.Setenv("SHARNESS_AI_POLICY_HASH", "")
-		fakeHost(t, healthyDocker, healthyFiles, "")
-		fakeLauncher(t, "running", sessionStarted(m))
+		e := healthyEngine()
+		launcher(e, "running", sessionStarted(m))
+		fakeHost(t, e, healthyFiles, "")
 		code, out, _ := run(t, "doctor", "-p", "demo", "--json", "--policy-hash", other)
 		var got struct {
 			OK     bool
@@ -160,17 +149,11 @@ func TestDoctorPolicy(t *testing.T) {
 		}
 	})
 	t.Run("malformed hash", func(t *testing.T) {
-		fakeHost(t, healthyDocker, healthyFiles, "")
+		fakeHost(t, healthyEngine(), healthyFiles, "")
 		if code, _, errOut := run(t, "doctor", "--policy-hash", "sha256:abc"); code != ExitUsage || !strings.Contains(errOut, "--policy-hash") {
 			t.Errorf("exit %d, %s; want %d naming --policy-hash", code, errOut, ExitUsage)
 		}
 	})
-}
-
-var healthyDocker = map[string]string{
-	"version --format json": `{"Server":{"Version":"26.1.4"}}`,
-	"info --format json":    `{"Runtimes":{"runc":{},"sharness":{}},"DefaultRuntime":"sharness","SecurityOptions":["name=seccomp,profile=builtin"]}`,
-	"compose version":       "Docker Compose version v2.40.3\n",
 }
 
 var healthyFiles = map[string]string{
@@ -191,7 +174,7 @@ func TestDoctor(t *testing.T) {
 	logs := seal.BundleLogPrefix + string(b.Marshal()) + "\n"
 
 	t.Run("text", func(t *testing.T) {
-		projects := fakeHost(t, healthyDocker, healthyFiles, logs)
+		projects := fakeHost(t, healthyEngine(), healthyFiles, logs)
 		code, out, errOut := run(t, "doctor", "-p", "demo")
 		if code != ExitOK || errOut != "" {
 			t.Fatalf("exit %d, stderr %q, want 0: degraded is reported, not fatal\n%s", code, errOut, out)
@@ -217,7 +200,7 @@ func TestDoctor(t *testing.T) {
 
 	t.Run("json, no engine, live", func(t *testing.T) {
 		t.Setenv("COMPOSE_PROJECT_NAME", "fromenv")
-		projects := fakeHost(t, map[string]string{"compose version": "Docker Compose version v2.40.3"}, healthyFiles, "")
+		projects := fakeHost(t, nil, healthyFiles, "")
 		code, out, errOut := run(t, "doctor", "--json", "--live")
 		if code != ExitRefused || !strings.Contains(errOut, "doctor: failed: engine") {
 			t.Fatalf("exit %d, stderr %q; want 1 naming the failed check", code, errOut)
@@ -242,9 +225,18 @@ func TestDoctor(t *testing.T) {
 	})
 
 	t.Run("live leak", func(t *testing.T) {
-		fakeHost(t, healthyDocker, healthyFiles, logs)
-		env := doctorEnv
 		var addr string
+		e := healthyEngine()
+		e.Images = []enginetest.Image{{Refs: []string{probe.Image}, ID: "sha256:" + strings.Repeat("a", 64)}}
+		e.Run = func(c enginetest.Created) int { // a leaky engine: the container's query reaches the host
+			conn, _ := net.Dial("udp4", addr)
+			conn.Write(dnsQuery(t, c.Cmd[len(c.Cmd)-1]))
+			conn.Close()
+			time.Sleep(100 * time.Millisecond)
+			return 0
+		}
+		fakeHost(t, e, healthyFiles, logs)
+		env := doctorEnv
 		doctorEnv = func(d *engine.Docker) probe.Env {
 			e := env(d)
 			e.Listen = func(network, _ string) (net.PacketConn, error) {
@@ -254,20 +246,6 @@ func TestDoctor(t *testing.T) {
 				}
 				return pc, err
 			}
-			docker := hostDocker
-			e.Engine = probeEngine(func(ctx context.Context, args ...string) ([]byte, error) {
-				switch {
-				case args[0] == "run": // a leaky engine: the container's query reaches the host
-					c, _ := net.Dial("udp4", addr)
-					c.Write(dnsQuery(t, args[len(args)-1]))
-					c.Close()
-					time.Sleep(100 * time.Millisecond)
-					return nil, nil
-				case args[0] == "image" || args[0] == "network" || args[0] == "rm":
-					return nil, nil
-				}
-				return docker(ctx, args...)
-			})
 			return e
 		}
 		code, out, errOut := run(t, "doctor", "--live")
@@ -277,7 +255,7 @@ func TestDoctor(t *testing.T) {
 	})
 
 	t.Run("bad input", func(t *testing.T) {
-		fakeHost(t, healthyDocker, healthyFiles, logs)
+		fakeHost(t, healthyEngine(), healthyFiles, logs)
 		for _, args := range [][]string{{"doctor", "-p", "Not A Project"}, {"doctor", "extra"}, {"doctor", "--nope"}} {
 			if code, _, errOut := run(t, args...); code != ExitUsage {
 				t.Errorf("%q: exit %d (%s), want %d", args, code, errOut, ExitUsage)
@@ -301,16 +279,16 @@ func dnsQuery(t *testing.T, name string) []byte {
 // and asks for no upgrade, with or without a loopback resolver on the host; a fixed engine is
 // ok; an old engine whose live probe sees a leak is degraded and dns-leak fails.
 func TestDoctorEngine(t *testing.T) {
-	withVersion := func(v string) map[string]string {
-		d := maps.Clone(healthyDocker)
-		d["version --format json"] = `{"Server":{"Version":"` + v + `"}}`
-		return d
+	withVersion := func(v string) *enginetest.Engine {
+		e := healthyEngine()
+		e.Version = v
+		return e
 	}
 	loopback := maps.Clone(healthyFiles)
 	loopback[doctor.PathResolv] = "nameserver 127.0.0.1\n"
 	for _, tc := range []struct {
 		name    string
-		docker  map[string]string
+		docker  *enginetest.Engine
 		files   map[string]string
 		code    int
 		want    string // the engine line, a regular expression

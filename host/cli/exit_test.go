@@ -24,6 +24,7 @@ import (
 	"github.com/sharness-ai/sharness/internal/seal"
 	"github.com/sharness-ai/sharness/policies/pbp"
 	"github.com/sharness-ai/sharness/testkit/bundletest"
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 	"github.com/sharness-ai/sharness/testkit/mtlstest"
 )
 
@@ -96,22 +97,14 @@ func newExitStack(t *testing.T, operatorPub ed25519.PublicKey) *exitStack {
 	}
 	os.WriteFile(filepath.Join(s.secrets, "anthropic-api-key.sealed"), sealed.Marshal(), 0o644)
 
-	orig, origPoll := dockerOutput, exitPoll
-	t.Cleanup(func() { dockerOutput, exitPoll = orig, origPoll })
+	origPoll := exitPoll
+	t.Cleanup(func() { exitPoll = origPoll })
 	exitPoll = 5 * time.Millisecond
-	dockerOutput = func(_ context.Context, args ...string) ([]byte, error) {
-		switch line := strings.Join(args, " "); {
-		case line == "volume ls --filter name=demo_audit- --format {{.Name}}":
-			return []byte("demo_audit-kms\ndemo_audit-launcher\ndemo_audit-net\n"), nil
-		case strings.HasPrefix(line, "volume inspect --format {{.Mountpoint}} demo_"):
-			dir := filepath.Join(s.root, args[4], "_data")
-			if _, err := os.Stat(dir); err != nil {
-				return nil, fmt.Errorf("docker %s: no such volume", line)
-			}
-			return []byte(dir + "\n"), nil
-		}
-		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
+	e := &enginetest.Engine{}
+	for _, name := range []string{"demo_audit-kms", "demo_audit-launcher", "demo_audit-net", "demo_gate-kms"} {
+		e.Volumes = append(e.Volumes, enginetest.Volume{Name: name, Mountpoint: filepath.Join(s.root, name, "_data")})
 	}
+	useAPI(t, e)
 	s.operatorKey = filepath.Join(t.TempDir(), "operator.key")
 	return s
 }

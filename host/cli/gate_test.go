@@ -3,14 +3,15 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sharness-ai/sharness/internal/gate"
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 )
 
 // operatorKey makes an operator key with `operator init` and returns its path and public key.
@@ -187,19 +188,8 @@ func TestGateByProject(t *testing.T) {
 	key, pub := operatorKey(t)
 	g, dir := component(t, pub, map[string]gate.Tier{"fs.write": gate.Once})
 	t.Setenv("SHARNESS_AI_GATE_DIRS", "")
-	orig := dockerOutput
-	t.Cleanup(func() { dockerOutput = orig })
-	dockerOutput = func(_ context.Context, args ...string) ([]byte, error) {
-		switch strings.Join(args, " ") {
-		case "volume ls --filter name=demo_gate- --format {{.Name}}":
-			return []byte("demo_gate-fs\nother_demo_gate-bash\n"), nil
-		case "volume inspect --format {{.Mountpoint}} demo_gate-fs":
-			return []byte(dir + "\n"), nil
-		case "volume ls --filter name=nope_gate- --format {{.Name}}":
-			return nil, nil
-		}
-		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
-	}
+	e := &enginetest.Engine{Volumes: []enginetest.Volume{{Name: "demo_gate-fs", Mountpoint: dir}, {Name: "other_demo_gate-bash"}}}
+	useAPI(t, e)
 	verdict, id := asking(t, g, dir)
 	if code, out, errOut := run(t, "pending", "-p", "demo"); code != ExitOK || !strings.Contains(out, id) {
 		t.Errorf("pending -p demo: exit %d\n%s%s", code, out, errOut)
@@ -213,6 +203,9 @@ func TestGateByProject(t *testing.T) {
 	if code, _, errOut := run(t, "pending", "-p", "nope"); code == ExitOK || !strings.Contains(errOut, "no volume nope_gate-") {
 		t.Errorf("pending -p nope: exit %d, %s", code, errOut)
 	}
+	if reqs := e.Requests(); slices.ContainsFunc(reqs, func(r string) bool { return strings.Contains(r, "other_demo") }) {
+		t.Errorf("requests %q: read another project's volume", reqs)
+	}
 }
 
 // TestPendingSkipsUnopenedProjectVolumes: a project's gate volume whose component has not started
@@ -221,17 +214,7 @@ func TestGateByProject(t *testing.T) {
 func TestPendingSkipsUnopenedProjectVolumes(t *testing.T) {
 	t.Setenv("SHARNESS_AI_GATE_DIRS", "")
 	unopened := t.TempDir()
-	orig := dockerOutput
-	t.Cleanup(func() { dockerOutput = orig })
-	dockerOutput = func(_ context.Context, args ...string) ([]byte, error) {
-		switch strings.Join(args, " ") {
-		case "volume ls --filter name=demo_gate- --format {{.Name}}":
-			return []byte("demo_gate-bash\n"), nil
-		case "volume inspect --format {{.Mountpoint}} demo_gate-bash":
-			return []byte(unopened + "\n"), nil
-		}
-		return nil, fmt.Errorf("docker %s: unexpected", strings.Join(args, " "))
-	}
+	useAPI(t, &enginetest.Engine{Volumes: []enginetest.Volume{{Name: "demo_gate-bash", Mountpoint: unopened}}})
 	if code, out, errOut := run(t, "pending", "-p", "demo"); code != ExitOK || out != "no pending requests\n" {
 		t.Errorf("pending -p demo: exit %d\n%s%s", code, out, errOut)
 	}

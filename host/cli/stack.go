@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sharness-ai/sharness/compose"
 	"github.com/sharness-ai/sharness/host/stack"
 	"github.com/sharness-ai/sharness/policies/keys"
 )
@@ -39,15 +41,16 @@ func checkProject(p string) error {
 }
 
 func (a *app) upCmd() *cobra.Command {
-	var project, want, agent string
+	var project, want, agent, dir string
 	var extra []string
 	var yes bool
 	timeout := 3 * time.Minute
 	c := &cobra.Command{
 		Use:   "up",
 		Short: "Check the compiled stack, confirm its policy hash, start every service but the agent, and show their health",
-		Long: "Refuses unless docker-compose.yml and compiled/ are exactly what the manifest (env SHARNESS_AI_MANIFEST)\n" +
-			"compiles to. The policy hash M must equal --policy-hash (or SHARNESS_AI_POLICY_HASH); without one, up\n" +
+		Long: "Refuses unless docker-compose.yml and compiled/ (in --dir) are exactly what the manifest (env\n" +
+			"SHARNESS_AI_MANIFEST) compiles to: the offline world is SHARNESS_AI_MANIFEST=policies/world/manifest.yaml\n" +
+			"with --dir compose/world -f compose/world.yml. The policy hash M must equal --policy-hash (or SHARNESS_AI_POLICY_HASH); without one, up\n" +
 			"prints M and reads its first 12 hex digits from stdin. It prints a line per image (present, its ID and\n" +
 			"size) and refuses if one is missing (hack/build-images.sh builds them; up never pulls). Then it runs\n" +
 			"`docker compose up --detach --pull never` with SHARNESS_AI_POLICY_HASH=M, prints a line per container\n" +
@@ -73,7 +76,7 @@ func (a *app) upCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := stack.CheckCompiled(m, a.manifest, a.errOut); err != nil {
+			if err := stack.CheckCompiled(m, a.manifest, dir, a.errOut); err != nil {
 				return err
 			}
 			switch {
@@ -88,8 +91,13 @@ func (a *app) upCmd() *cobra.Command {
 					return err
 				}
 			}
+			session, err := a.recordSession(project, m, dir)
+			if err != nil {
+				return err
+			}
 			ctx := cmd.Context()
-			p, err := a.stack(project, append([]string{"docker-compose.yml"}, extra...), m).Up(ctx, stack.UpOptions{Agent: agent, Timeout: timeout, Poll: pollInterval})
+			p, err := a.stack(project, append([]string{filepath.Join(dir, compose.File)}, extra...), m).Up(ctx,
+				stack.UpOptions{Agent: agent, Timeout: timeout, Poll: pollInterval, Env: stack.SessionEnv(session)})
 			if nr := (*stack.NotReady)(nil); errors.As(err, &nr) && nr.Rows != nil {
 				a.printStatus(nr.Rows) // show what did start; the up failure is the error
 			}
@@ -112,6 +120,7 @@ func (a *app) upCmd() *cobra.Command {
 	c.Flags().StringVar(&want, "policy-hash", os.Getenv("SHARNESS_AI_POLICY_HASH"), "the hash you trust (env SHARNESS_AI_POLICY_HASH); without it, up asks you to confirm")
 	c.Flags().BoolVar(&yes, "yes", false, "start without a person confirming the hash (warns)")
 	c.Flags().StringSliceVarP(&extra, "file", "f", nil, "an extra compose file after docker-compose.yml, repeatable (e.g. compose/world.yml)")
+	c.Flags().StringVar(&dir, "dir", ".", "the folder sharness-ai compile -o wrote the stack to: its docker-compose.yml and compiled/ (compose/world for the offline world)")
 	c.Flags().StringVar(&agent, "agent", "", "run this local image as the agent (its own entrypoint and command; the agent's policy and confinement unchanged)")
 	c.Flags().DurationVar(&timeout, "timeout", timeout, "how long every container may take to be running and healthy")
 	return c

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,8 +19,12 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/api/types/volume"
 
 	"github.com/sharness-ai/sharness/host/stack"
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 )
 
 // psLine is one line of `docker compose ps --all --format json` as compose v2.40 prints it.
@@ -88,6 +94,7 @@ func (f *fakeDocker) install(t *testing.T) {
 	orig, origPoll, origSettle := runDocker, pollInterval, downSettle
 	t.Cleanup(func() { runDocker, pollInterval, downSettle = orig, origPoll, origSettle })
 	pollInterval, downSettle = 5*time.Millisecond, 10*time.Millisecond
+	useAPI(t, &enginetest.Engine{Hook: f.api})
 	runDocker = func(_ context.Context, d dockerCmd) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -97,35 +104,6 @@ func (f *fakeDocker) install(t *testing.T) {
 			out = io.Discard
 		}
 		switch {
-		case d.args[0] == "ps":
-			for _, c := range f.containers {
-				fmt.Fprintf(out, "%s\t%s\t%s\t%s\t%s\n", c.id, c.name, c.state, c.service, map[bool]string{true: "True", false: "False"}[c.oneOff])
-			}
-		case d.args[0] == "stop":
-			for i, c := range f.containers {
-				if slices.Contains(d.args, c.id) {
-					f.containers[i].state = "exited"
-				}
-			}
-		case d.args[0] == "rm":
-			f.containers = slices.DeleteFunc(f.containers, func(c fakeContainer) bool { return !c.stuck && slices.Contains(d.args, c.id) })
-		case d.args[0] == "network" && d.args[1] == "ls":
-			fmt.Fprint(out, strings.Join(f.networks, "\n")+"\n")
-		case d.args[0] == "network" && d.args[1] == "rm":
-			if slices.ContainsFunc(f.containers, func(c fakeContainer) bool { return c.stuck }) {
-				fmt.Fprintf(d.stderr, "Error response from daemon: error while removing network: network %s has active endpoints\n", d.args[2])
-				return errors.New("exit status 1")
-			}
-			f.networks = slices.DeleteFunc(f.networks, func(n string) bool { return slices.Contains(d.args[2:], n) })
-		case d.args[0] == "volume" && d.args[1] == "rm":
-			f.volumes = slices.DeleteFunc(f.volumes, func(v string) bool { return slices.Contains(d.args[2:], v) })
-		case d.args[0] == "volume" && strings.HasPrefix(d.args[3], "label=com.docker.compose.project="):
-			project := strings.TrimPrefix(d.args[3], "label=com.docker.compose.project=")
-			for _, v := range f.volumes {
-				if strings.HasPrefix(v, project+"_") {
-					fmt.Fprintln(out, v)
-				}
-			}
 		case d.args[0] == "compose" && slices.Contains(d.args, "down"):
 			f.containers = slices.DeleteFunc(f.containers, func(c fakeContainer) bool { return !c.stuck && (!c.oneOff || f.downRemovesAll) })
 			if !f.downKeepsNets {
@@ -135,30 +113,6 @@ func (f *fakeDocker) install(t *testing.T) {
 				f.volumes = slices.DeleteFunc(f.volumes, func(v string) bool { return strings.HasPrefix(v, "sharness_audit-") })
 			}
 			return f.downErr
-		case d.args[0] == "inspect":
-			rt, ok := f.runtime[d.args[len(d.args)-1]]
-			if !ok {
-				rt = "sharness"
-			}
-			fmt.Fprintln(out, rt)
-		case d.args[0] == "image":
-			img := d.args[len(d.args)-1]
-			if j, ok := f.images[img]; ok {
-				fmt.Fprintln(out, j)
-				return nil
-			}
-			if slices.Contains(f.missing, img) || !strings.HasPrefix(img, "sharness/") {
-				fmt.Fprintf(d.stderr, "Error response from daemon: No such image: %s\n", img)
-				return errors.New("exit status 1")
-			}
-			fmt.Fprintf(out, `{"Id":"sha256:%x","Size":12345678,"Config":{"Entrypoint":["/sharness-x"],"Cmd":null}}`+"\n", sha256.Sum256([]byte(img)))
-		case d.args[0] == "volume":
-			filter := strings.TrimPrefix(d.args[3], "name=")
-			for _, v := range f.volumes {
-				if strings.Contains(v, filter) {
-					fmt.Fprintln(out, v)
-				}
-			}
 		case slices.Contains(d.args, "config"):
 			services := map[string]any{}
 			for _, s := range strings.Fields(f.services) {
@@ -189,13 +143,126 @@ func (f *fakeDocker) install(t *testing.T) {
 	}
 }
 
-// verbs is the docker calls as "compose up", "inspect", ... for a compact comparison.
+// api answers the Engine API's requests from f's containers, networks, volumes, runtimes and
+// images, and records them.
+func (f *fakeDocker) api(w http.ResponseWriter, r *http.Request, path string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q, _ := url.QueryUnescape(r.URL.Query().Encode())
+	f.calls = append(f.calls, dockerCmd{api: strings.TrimSuffix(r.Method+" "+path+"?"+q, "?")})
+	reply := func(status int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(v)
+	}
+	refuse := func(status int, format string, args ...any) {
+		reply(status, map[string]string{"message": fmt.Sprintf(format, args...)})
+	}
+	var filters map[string]map[string]bool
+	json.Unmarshal([]byte(r.URL.Query().Get("filters")), &filters)
+	id, _ := strings.CutPrefix(path, "/containers/")
+	switch name, _ := strings.CutPrefix(path, "/networks/"); {
+	case r.Method == http.MethodGet && path == "/containers/json":
+		items := []container.Summary{}
+		for _, c := range f.containers {
+			items = append(items, container.Summary{ID: c.id, Names: []string{"/" + c.name}, State: container.ContainerState(c.state),
+				Labels: map[string]string{"com.docker.compose.service": c.service, "com.docker.compose.oneoff": map[bool]string{true: "True", false: "False"}[c.oneOff]}})
+		}
+		reply(200, items)
+	case r.Method == http.MethodPost && strings.HasSuffix(path, "/stop"):
+		for i, c := range f.containers {
+			if c.id == strings.TrimSuffix(id, "/stop") {
+				f.containers[i].state = "exited"
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodDelete && strings.HasPrefix(path, "/containers/"):
+		f.containers = slices.DeleteFunc(f.containers, func(c fakeContainer) bool { return !c.stuck && c.id == id })
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodGet && strings.HasPrefix(path, "/containers/") && strings.HasSuffix(path, "/json"):
+		rt, ok := f.runtime[strings.TrimSuffix(id, "/json")]
+		if !ok {
+			rt = "sharness"
+		}
+		reply(200, container.InspectResponse{ID: strings.TrimSuffix(id, "/json"), HostConfig: &container.HostConfig{Runtime: rt}})
+	case r.Method == http.MethodGet && path == "/networks":
+		items := []network.Summary{}
+		for _, n := range f.networks {
+			items = append(items, network.Summary{Network: network.Network{Name: n}})
+		}
+		reply(200, items)
+	case r.Method == http.MethodDelete && strings.HasPrefix(path, "/networks/"):
+		if slices.ContainsFunc(f.containers, func(c fakeContainer) bool { return c.stuck }) {
+			refuse(http.StatusForbidden, "error while removing network: network %s has active endpoints", name)
+			return true
+		}
+		f.networks = slices.DeleteFunc(f.networks, func(n string) bool { return n == name })
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodGet && path == "/volumes":
+		items := []volume.Volume{}
+		for _, v := range f.volumes {
+			for l := range filters["label"] {
+				if project, ok := strings.CutPrefix(l, "com.docker.compose.project="); ok && strings.HasPrefix(v, project+"_") {
+					items = append(items, volume.Volume{Name: v})
+				}
+			}
+			for n := range filters["name"] {
+				if strings.Contains(v, n) {
+					items = append(items, volume.Volume{Name: v})
+				}
+			}
+		}
+		reply(200, volume.ListResponse{Volumes: items})
+	case r.Method == http.MethodDelete && strings.HasPrefix(path, "/volumes/"):
+		f.volumes = slices.DeleteFunc(f.volumes, func(v string) bool { return v == strings.TrimPrefix(path, "/volumes/") })
+		w.WriteHeader(http.StatusNoContent)
+	case r.Method == http.MethodGet && strings.HasPrefix(path, "/images/"):
+		img := strings.TrimSuffix(strings.TrimPrefix(path, "/images/"), "/json")
+		if j, ok := f.images[img]; ok {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintln(w, j)
+			return true
+		}
+		if slices.Contains(f.missing, img) || !strings.HasPrefix(img, "sharness/") {
+			refuse(http.StatusNotFound, "No such image: %s", img)
+			return true
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"Id":"sha256:%x","Size":12345678,"Config":{"Entrypoint":["/sharness-x"],"Cmd":null}}`+"\n", sha256.Sum256([]byte(img)))
+	default:
+		refuse(http.StatusNotFound, "page not found")
+	}
+	return true
+}
+
+// apiVerbs names the Engine API's requests as the docker CLI's verbs that made the same ones.
+var apiVerbs = []struct{ method, prefix, suffix, verb string }{
+	{"GET", "/containers/json", "", "ps"},
+	{"POST", "/containers/", "/stop", "stop"},
+	{"DELETE", "/containers/", "", "rm"},
+	{"GET", "/containers/", "/json", "inspect"},
+	{"GET", "/networks", "", "network ls"},
+	{"DELETE", "/networks/", "", "network rm"},
+	{"GET", "/volumes", "", "volume ls"},
+	{"DELETE", "/volumes/", "", "volume rm"},
+	{"GET", "/images/", "/json", "image"},
+}
+
+// verbs is the docker calls as "compose up", "inspect", ... for a compact comparison: the
+// Engine API's requests named as apiVerbs says.
 func (f *fakeDocker) verbs() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var v []string
 	for _, c := range f.calls {
-		if c.args[0] == "compose" {
+		if c.api != "" {
+			method, rest, _ := strings.Cut(c.api, " ")
+			path, _, _ := strings.Cut(rest, "?")
+			i := slices.IndexFunc(apiVerbs, func(a struct{ method, prefix, suffix, verb string }) bool {
+				return a.method == method && strings.HasPrefix(path, a.prefix) && strings.HasSuffix(path, a.suffix)
+			})
+			v = append(v, apiVerbs[i].verb)
+		} else if c.args[0] == "compose" {
 			v = append(v, "compose "+c.args[slices.IndexFunc(c.args[1:], func(s string) bool {
 				return s == "config" || s == "up" || s == "ps" || s == "down" || s == "logs"
 			})+1])
@@ -226,7 +293,7 @@ func (f *fakeDocker) call(verb string) *dockerCmd {
 func images(n int) []string { return slices.Repeat([]string{"image"}, n) }
 
 func TestUp(t *testing.T) {
-	copyTree(t, "policies", "docker-compose.yml", "compiled")
+	upTree(t)
 	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
 	t.Setenv("COMPOSE_PROJECT_NAME", "")
 	_, m, _ := run(t, "hash")
@@ -354,7 +421,7 @@ func TestUp(t *testing.T) {
 // TestUpProgress: a line per container as its state or health changes, while compose runs and
 // after; a timeout names what is not ready and shows its last log lines.
 func TestUpProgress(t *testing.T) {
-	copyTree(t, "policies", "docker-compose.yml", "compiled")
+	upTree(t)
 	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
 	starting := append(healthyPS("launcher"), psLine("launcher", "running", "starting"))
 	t.Run("becomes healthy", func(t *testing.T) {
@@ -394,7 +461,7 @@ func TestUpProgress(t *testing.T) {
 // the image's entrypoint and command; a missing image, one whose entrypoint the agent's policy
 // does not let run, or a malformed name is refused before anything starts.
 func TestUpAgent(t *testing.T) {
-	copyTree(t, "policies", "docker-compose.yml", "compiled")
+	upTree(t)
 	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
 	inspect := func(entrypoint, cmd string) string {
 		return `{"Id":"sha256:` + strings.Repeat("e", 64) + `","Size":2000000,"Config":{"Entrypoint":` + entrypoint + `,"Cmd":` + cmd + `,"Volumes":null}}`
@@ -469,7 +536,7 @@ func TestUpAgent(t *testing.T) {
 }
 
 func TestUpFailureShowsStatus(t *testing.T) {
-	copyTree(t, "policies", "docker-compose.yml", "compiled")
+	upTree(t)
 	t.Setenv("SHARNESS_AI_POLICY_HASH", "")
 	f := &fakeDocker{services: "agent\nlauncher\n", ps: healthyPS(), upErr: errors.New("exit status 1")}
 	f.install(t)
@@ -532,7 +599,7 @@ func TestStatus(t *testing.T) {
 			if c := f.call("compose ps"); c == nil || !slices.Equal(c.args, []string{"compose", "-p", "sharness", "ps", "--all", "--format", "json"}) {
 				t.Errorf("compose ps call: %v", c)
 			}
-			if f.call("inspect") == nil || f.calls[1].args[2] != "{{.HostConfig.Runtime}}" {
+			if c := f.call("inspect"); c == nil || !strings.HasPrefix(c.api, "GET /containers/id-") {
 				t.Errorf("no runtime inspection: %v", f.verbs())
 			}
 		})
@@ -581,7 +648,7 @@ func TestDown(t *testing.T) {
 	edges := []string{"sharness_edge-agent-bash", "sharness_edge-agent-fs", "sharness_edge-agent-llm", "sharness_edge-agent-net"}
 	stack := []fakeContainer{{id: "c-kms", name: "sharness-kms-1", state: "running", service: "kms"}, {id: "c-net", name: "sharness-net-1", state: "running", service: "net"}}
 	runAgent := fakeContainer{id: "c-run", name: "sharness-agent-run-1a2b3c", state: "running", service: "agent", oneOff: true}
-	label := "label=com.docker.compose.project=sharness"
+	label := `"label":{"com.docker.compose.project=sharness":true}`
 	tests := []struct {
 		name       string
 		args       []string
@@ -589,7 +656,7 @@ func TestDown(t *testing.T) {
 		code       int
 		calls      []string
 		down       []string // compose down's arguments
-		stop       []string // the first docker stop's arguments
+		stop       string   // the first stop request
 		out, warn  []string
 		unexpected []string // in stdout
 	}{
@@ -601,14 +668,14 @@ func TestDown(t *testing.T) {
 				"  sharness_audit-kms\n", "  sharness_audit-net\n", "  sharness_gate-fs\n"},
 			unexpected: []string{"old-sharness", "removed by their labels"}},
 		{name: "a compose run agent and its four networks", f: &fakeDocker{containers: append(slices.Clone(stack), runAgent), networks: edges, downKeepsNets: true}, code: ExitOK,
-			calls: []string{"ps", "stop", "rm", "compose down", "ps", "network ls", "network rm", "ps", "network ls", "volume ls", "volume ls", "volume ls"},
-			stop:  []string{"stop", "--time", "10", "c-run"},
+			calls: slices.Concat([]string{"ps", "stop", "rm", "compose down", "ps", "network ls"}, slices.Repeat([]string{"network rm"}, 4), []string{"ps", "network ls", "volume ls", "volume ls", "volume ls"}),
+			stop:  "POST /containers/c-run/stop?t=10",
 			out: []string{"down: sharness is down: no container nor network of it is left (removed by their labels, as docker compose down leaves them: sharness-agent-run-1a2b3c, sharness_edge-agent-bash, sharness_edge-agent-fs, sharness_edge-agent-llm, sharness_edge-agent-net)\n",
 				"  sharness_audit-kms\n"},
 			warn: []string{"down: stopping and removing container sharness-agent-run-1a2b3c (service agent, running, started by docker compose run)\n",
 				"down: removing network sharness_edge-agent-bash, which docker compose down left\n"}},
 		{name: "an exited run agent", f: &fakeDocker{containers: []fakeContainer{{id: "c-run", name: "sharness-agent-run-9f", state: "exited", service: "agent", oneOff: true}}}, code: ExitOK,
-			stop: []string{"stop", "--time", "10", "c-run"}, out: []string{"as docker compose down leaves them: sharness-agent-run-9f)"}},
+			stop: "POST /containers/c-run/stop?t=10", out: []string{"as docker compose down leaves them: sharness-agent-run-9f)"}},
 		{name: "compose down fails: the labels do the work", f: &fakeDocker{containers: stack, networks: edges, downErr: errors.New("exit status 1"), downKeepsNets: true}, code: ExitOK,
 			warn: []string{"down: docker compose -p sharness down --remove-orphans: exit status 1: removing what is left of sharness by its labels\n"},
 			out:  []string{"sharness is down"}},
@@ -634,22 +701,22 @@ func TestDown(t *testing.T) {
 					t.Errorf("docker calls (-want +got):\n%s", diff)
 				}
 			}
-			if c := f.call("ps"); c == nil || !slices.Contains(c.args, label) && !slices.Contains(tc.args, "demo") {
-				t.Errorf("docker ps %v: want the project's label", c)
+			if c := f.call("ps"); c == nil || !strings.Contains(c.api, label) && !slices.Contains(tc.args, "demo") {
+				t.Errorf("container list %v: want the project's label", c)
 			}
 			if tc.down != nil {
 				if c := f.call("compose down"); c == nil || !cmp.Equal(tc.down, c.args) {
 					t.Errorf("compose down %v, want %v", c, tc.down)
 				}
 			}
-			if tc.stop != nil {
-				if c := f.call("stop"); c == nil || !cmp.Equal(tc.stop, c.args) {
-					t.Errorf("docker stop %v, want %v", c, tc.stop)
+			if tc.stop != "" {
+				if c := f.call("stop"); c == nil || c.api != tc.stop {
+					t.Errorf("stop %v, want %s", c, tc.stop)
 				}
 			}
 			for _, c := range f.calls {
-				if c.args[0] == "volume" && c.args[1] == "rm" && !slices.Contains(tc.args, "--volumes") {
-					t.Errorf("docker %v removes volumes", c.args)
+				if strings.HasPrefix(c.api, "DELETE /volumes/") && !slices.Contains(tc.args, "--volumes") {
+					t.Errorf("%s removes volumes", c.api)
 				}
 			}
 			if slices.Contains(tc.args, "--volumes") && len(f.volumes) != 1 { // old-sharness_audit-kms is another project's
@@ -675,3 +742,17 @@ func TestDown(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// upTree is the repository's stack in a fresh working folder, as up needs it: the policies, the
+// compose file and compiled specs, a workspace, and a policies root of its own, so that the
+// session record up writes lands in the test's folder.
+func upTree(t *testing.T) string {
+	t.Helper()
+	dir := copyTree(t, "policies", "docker-compose.yml", "compiled")
+	if err := os.Mkdir(filepath.Join(dir, "workspace"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SHARNESS_RUNTIME_POLICIES", filepath.Join(dir, "etc", "policies"))
+	t.Setenv("SHARNESS_AI_WORKSPACE", "")
+	return dir
+}

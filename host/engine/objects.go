@@ -1,32 +1,34 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"net/netip"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 )
 
-// ServerVersion is the engine's version. Without an engine, docker prints the client's half and
-// fails, and the error says why.
+// ServerVersion is the engine's version; without an engine, the error says why.
 func (d *Docker) ServerVersion(ctx context.Context) (string, error) {
-	var v struct{ Server *struct{ Version string } }
-	out, err := d.output(ctx, nil, "version", "--format", "json")
-	if jerr := json.Unmarshal(out, &v); jerr != nil || v.Server == nil || v.Server.Version == "" {
-		if err = errors.Join(err, jerr); err == nil {
-			err = errors.New("docker version names no server")
-		}
-		return "", err
+	v, err := call(ctx, d, "version", func(ctx context.Context, c *client.Client) (client.ServerVersionResult, error) {
+		return c.ServerVersion(ctx, client.ServerVersionOptions{})
+	})
+	if err == nil && v.Version == "" {
+		err = &Error{Command: "docker API version", Err: errors.New("the engine names no version")}
 	}
-	return v.Server.Version, nil
+	return v.Version, err
 }
 
 // Info is what the engine says of its configuration.
@@ -38,112 +40,199 @@ type Info struct {
 
 // Info asks the engine for its configuration.
 func (d *Docker) Info(ctx context.Context) (Info, error) {
-	var info struct {
-		Runtimes        map[string]json.RawMessage
-		DefaultRuntime  string
-		SecurityOptions []string
-	}
-	out, err := d.output(ctx, nil, "info", "--format", "json")
-	if err == nil {
-		err = json.Unmarshal(out, &info)
-	}
+	r, err := call(ctx, d, "info", func(ctx context.Context, c *client.Client) (client.SystemInfoResult, error) {
+		return c.Info(ctx, client.InfoOptions{})
+	})
 	if err != nil {
 		return Info{}, err
 	}
-	return Info{Runtimes: slices.Sorted(maps.Keys(info.Runtimes)), DefaultRuntime: info.DefaultRuntime, SecurityOptions: info.SecurityOptions}, nil
+	return Info{Runtimes: slices.Sorted(maps.Keys(r.Info.Runtimes)), DefaultRuntime: r.Info.DefaultRuntime, SecurityOptions: r.Info.SecurityOptions}, nil
+}
+
+// inspect is what the engine holds of one container.
+func (d *Docker) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
+	r, err := call(ctx, d, "inspect container "+id, func(ctx context.Context, c *client.Client) (client.ContainerInspectResult, error) {
+		return c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	})
+	return r.Container, err
 }
 
 // ContainerRuntime is the runtime the container was created with ("sharness": the shim).
 func (d *Docker) ContainerRuntime(ctx context.Context, id string) (string, error) {
-	out, err := d.output(ctx, nil, "inspect", "-f", "{{.HostConfig.Runtime}}", id)
+	c, err := d.inspect(ctx, id)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(string(out)), nil
+	if c.HostConfig == nil || c.HostConfig.Runtime == "" {
+		return "", &Error{Command: "docker API inspect container " + id, Err: errors.New("the engine names no runtime")}
+	}
+	return c.HostConfig.Runtime, nil
+}
+
+// list is the containers, running or not, that carry every label of labels (key=value).
+func (d *Docker) list(ctx context.Context, labels ...string) ([]container.Summary, error) {
+	r, err := call(ctx, d, "list containers labelled "+strings.Join(labels, ", "), func(ctx context.Context, c *client.Client) (client.ContainerListResult, error) {
+		return c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", labels...)})
+	})
+	return r.Items, err
 }
 
 // ContainersOf returns the ID and state of every container of a compose project's service, running
 // or not, found by compose's labels: without the project's compose files.
 func (d *Docker) ContainersOf(ctx context.Context, project, service string) ([]Container, error) {
-	out, err := d.output(ctx, nil, "ps", "--all", "--filter", "label=com.docker.compose.project="+project,
-		"--filter", "label=com.docker.compose.service="+service, "--format", "{{.ID}} {{.State}}")
+	items, err := d.list(ctx, projectLabel+"="+project, serviceLabel+"="+service)
 	if err != nil {
 		return nil, err
 	}
 	var cs []Container
-	for line := range strings.Lines(string(out)) {
-		if line = strings.TrimSpace(line); line != "" {
-			id, state, _ := strings.Cut(line, " ")
-			cs = append(cs, Container{ID: id, State: state, Service: service})
-		}
+	for _, c := range items {
+		cs = append(cs, Container{ID: c.ID, State: string(c.State), Service: service})
 	}
 	return cs, nil
 }
 
 // ContainerLogs writes what the container printed to w, its stdout and its stderr alike.
 func (d *Docker) ContainerLogs(ctx context.Context, id string, w io.Writer) error {
-	return d.stream(ctx, nil, w, w, "logs", id)
+	c, err := d.inspect(ctx, id)
+	if err != nil {
+		return err
+	}
+	return d.do(ctx, "logs of container "+id, func(ctx context.Context, cl *client.Client) error {
+		rc, err := cl.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		if c.Config != nil && c.Config.Tty { // one raw stream; otherwise stdout and stderr multiplexed
+			_, err = io.Copy(w, rc)
+		} else {
+			_, err = stdcopy.StdCopy(w, w, rc)
+		}
+		return err
+	})
 }
 
 // RunSpec is a container Run starts, waits for and removes.
 type RunSpec struct {
 	Name, Image, Network string
-	DNS                  string // the resolver the container is given
+	DNS                  string // the resolver the container is given, an IP address
 	Entrypoint           string
 	Args                 []string
 }
 
-// Run runs a container to its end and removes it, never pulling its image. A container that ran
-// and exited with a code other than 0 is an error with that code (ExitCode()), as is docker's own
-// failure (125 and up).
+// Run runs a container to its end and removes it, never pulling its image (the Engine API's
+// create does not pull). A container that ran and exited with a code other than 0 is an *Error
+// wrapping an *ExitError with that code (ExitCode()); one the engine could not create or start
+// is an *Error without one.
 func (d *Docker) Run(ctx context.Context, r RunSpec) error {
-	_, err := d.output(ctx, nil, append([]string{"run", "--rm", "--name", r.Name, "--pull", "never", "--network", r.Network, "--dns", r.DNS,
-		"--entrypoint", r.Entrypoint, r.Image}, r.Args...)...)
-	return err
+	dns, err := netip.ParseAddr(r.DNS)
+	if err != nil {
+		return fmt.Errorf("run container %s: dns %q: %w", r.Name, r.DNS, err)
+	}
+	what := "run container " + r.Name
+	created, err := call(ctx, d, what+": create", func(ctx context.Context, c *client.Client) (client.ContainerCreateResult, error) {
+		return c.ContainerCreate(ctx, client.ContainerCreateOptions{
+			Name:       r.Name,
+			Config:     &container.Config{Image: r.Image, Entrypoint: []string{r.Entrypoint}, Cmd: r.Args},
+			HostConfig: &container.HostConfig{NetworkMode: container.NetworkMode(r.Network), DNS: []netip.Addr{dns}},
+		})
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { // also when ctx ended: the container must not outlive the call
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		d.do(ctx, what+": remove", func(ctx context.Context, c *client.Client) error {
+			_, err := c.ContainerRemove(ctx, created.ID, client.ContainerRemoveOptions{Force: true})
+			return err
+		})
+	}()
+	if err := d.do(ctx, what+": start", func(ctx context.Context, c *client.Client) error {
+		_, err := c.ContainerStart(ctx, created.ID, client.ContainerStartOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	code, err := call(ctx, d, what+": wait", func(ctx context.Context, c *client.Client) (int64, error) {
+		w := c.ContainerWait(ctx, created.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		select {
+		case res := <-w.Result:
+			if res.Error != nil && res.Error.Message != "" {
+				return 0, errors.New(res.Error.Message)
+			}
+			return res.StatusCode, nil
+		case err := <-w.Error:
+			return 0, err
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &Error{Command: "docker API " + what, Err: &ExitError{Code: int(code)}}
+	}
+	return nil
 }
 
-// projectLabel is the label compose puts on every container, network and volume of a project.
-const projectLabel = "com.docker.compose.project"
+// The labels compose puts on every container of a project (the first on its networks and
+// volumes too).
+const (
+	projectLabel = "com.docker.compose.project"
+	serviceLabel = "com.docker.compose.service"
+	oneOffLabel  = "com.docker.compose.oneoff"
+)
 
 // ProjectContainers returns every container of a compose project, running or not, found by
 // compose's labels: those `docker compose run` started too, and without the project's files.
 func (d *Docker) ProjectContainers(ctx context.Context, project string) ([]Container, error) {
-	out, err := d.output(ctx, nil, "ps", "--all", "--no-trunc", "--filter", "label="+projectLabel+"="+project,
-		"--format", `{{.ID}}\t{{.Names}}\t{{.State}}\t{{.Label "com.docker.compose.service"}}\t{{.Label "com.docker.compose.oneoff"}}`)
+	items, err := d.list(ctx, projectLabel+"="+project)
 	if err != nil {
 		return nil, err
 	}
 	var cs []Container
-	for line := range strings.Lines(string(out)) {
-		if line = strings.TrimRight(line, "\r\n"); line == "" {
-			continue
+	for _, c := range items {
+		if c.ID == "" || len(c.Names) == 0 {
+			return nil, fmt.Errorf("list the containers of project %s: the engine names a container without an ID or a name", project)
 		}
-		f := strings.Split(line, "\t")
-		if len(f) != 5 || f[0] == "" {
-			return nil, fmt.Errorf("read docker ps output: line %q is not ID, name, state, service and one-off", line)
-		}
-		cs = append(cs, Container{ID: f[0], Name: f[1], State: f[2], Service: f[3], OneOff: f[4] == "True"})
+		cs = append(cs, Container{ID: c.ID, Name: strings.TrimPrefix(c.Names[0], "/"), State: string(c.State),
+			Service: c.Labels[serviceLabel], OneOff: c.Labels[oneOffLabel] == "True"})
 	}
 	return cs, nil
+}
+
+// each calls f for every name at once, as the CLI's stop and rm do, so that stopping n
+// containers takes one stop timeout, not n.
+func each(names []string, f func(name string) error) error {
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Go(func() { errs[i] = f(n) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // StopContainers stops containers as `docker stop` does: SIGTERM, then SIGKILL after timeout, so
 // that a component has the time to sign its log's shutdown checkpoint.
 func (d *Docker) StopContainers(ctx context.Context, timeout time.Duration, ids ...string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	_, err := d.output(ctx, nil, append([]string{"stop", "--time", strconv.Itoa(int(timeout.Seconds()))}, ids...)...)
-	return err
+	secs := int(timeout.Seconds())
+	return each(ids, func(id string) error {
+		return d.do(ctx, "stop container "+id, func(ctx context.Context, c *client.Client) error {
+			_, err := c.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
+			return err
+		})
+	})
 }
 
 // RemoveContainer removes containers, stopping (killing) any still running first.
 func (d *Docker) RemoveContainer(ctx context.Context, names ...string) error {
-	if len(names) == 0 {
-		return nil
-	}
-	_, err := d.output(ctx, nil, append([]string{"rm", "-f"}, names...)...)
-	return err
+	return each(names, func(name string) error {
+		return d.do(ctx, "remove container "+name, func(ctx context.Context, c *client.Client) error {
+			_, err := c.ContainerRemove(ctx, name, client.ContainerRemoveOptions{Force: true})
+			return err
+		})
+	})
 }
 
 // Image is what the engine holds of a local image.
@@ -159,36 +248,32 @@ var ErrNoImage = errors.New("no such image on this engine")
 
 // Image describes a local image (a name, tag or digest); an absent one is ErrNoImage.
 func (d *Docker) Image(ctx context.Context, ref string) (*Image, error) {
-	out, err := d.output(ctx, nil, "image", "inspect", "--format", "{{json .}}", "--", ref)
-	if err != nil {
-		if strings.Contains(strings.ToLower(err.Error()), "no such image") {
-			return nil, fmt.Errorf("%s: %w", ref, ErrNoImage)
-		}
+	r, err := call(ctx, d, "inspect image "+ref, func(ctx context.Context, c *client.Client) (client.ImageInspectResult, error) {
+		return c.ImageInspect(ctx, ref)
+	})
+	if cerrdefs.IsNotFound(err) {
+		return nil, fmt.Errorf("%s: %w", ref, ErrNoImage)
+	} else if err != nil {
 		return nil, err
 	}
-	var info struct {
-		ID     string `json:"Id"`
-		Size   int64  `json:"Size"`
-		Config struct {
-			Entrypoint []string            `json:"Entrypoint"`
-			Cmd        []string            `json:"Cmd"`
-			Volumes    map[string]struct{} `json:"Volumes"`
-		} `json:"Config"`
+	img := &Image{ID: r.ID, Size: r.Size}
+	if r.Config != nil {
+		img.Entrypoint, img.Cmd = r.Config.Entrypoint, r.Config.Cmd
+		if len(r.Config.Volumes) > 0 {
+			img.Volumes = slices.Sorted(maps.Keys(r.Config.Volumes))
+		}
 	}
-	if err := json.Unmarshal(bytes.TrimSpace(out), &info); err != nil {
-		return nil, fmt.Errorf("read docker image inspect %s: %w", ref, err)
-	}
-	var vols []string
-	if len(info.Config.Volumes) > 0 {
-		vols = slices.Sorted(maps.Keys(info.Config.Volumes))
-	}
-	return &Image{ID: info.ID, Size: info.Size, Entrypoint: info.Config.Entrypoint, Cmd: info.Config.Cmd, Volumes: vols}, nil
+	return img, nil
 }
 
-// ImageID is the ID of a local image; the error says why there is none.
+// ImageID is the ID of a local image; the error says why there is none (ErrNoImage when the
+// engine has no image of that name).
 func (d *Docker) ImageID(ctx context.Context, ref string) (string, error) {
-	out, err := d.output(ctx, nil, "image", "inspect", "--format", "{{.Id}}", ref)
-	return strings.TrimSpace(string(out)), err
+	img, err := d.Image(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	return img.ID, nil
 }
 
 // Network is a network CreateNetwork makes.
@@ -200,78 +285,100 @@ type Network struct {
 
 // CreateNetwork makes a bridge network.
 func (d *Docker) CreateNetwork(ctx context.Context, n Network) error {
-	args := []string{"network", "create"}
-	if n.Internal {
-		args = append(args, "--internal")
-	}
+	labels := map[string]string{}
 	for _, l := range n.Labels {
-		args = append(args, "--label", l)
+		k, v, _ := strings.Cut(l, "=") // a bare key is a label with an empty value, as for the CLI
+		labels[k] = v
 	}
-	_, err := d.output(ctx, nil, append(args, n.Name)...)
-	return err
+	return d.do(ctx, "create network "+n.Name, func(ctx context.Context, c *client.Client) error {
+		_, err := c.NetworkCreate(ctx, n.Name, client.NetworkCreateOptions{Driver: network.NetworkBridge, Internal: n.Internal, Labels: labels})
+		return err
+	})
 }
 
 // RemoveNetwork removes networks.
 func (d *Docker) RemoveNetwork(ctx context.Context, names ...string) error {
-	if len(names) == 0 {
-		return nil
+	var errs []error
+	for _, n := range names {
+		errs = append(errs, d.do(ctx, "remove network "+n, func(ctx context.Context, c *client.Client) error {
+			_, err := c.NetworkRemove(ctx, n, client.NetworkRemoveOptions{})
+			return err
+		}))
 	}
-	_, err := d.output(ctx, nil, append([]string{"network", "rm"}, names...)...)
-	return err
+	return errors.Join(errs...)
 }
 
-// ProjectNetworks returns the names of a compose project's networks, found by compose's label.
+// ProjectNetworks returns the names of a compose project's networks, found by compose's label,
+// sorted.
 func (d *Docker) ProjectNetworks(ctx context.Context, project string) ([]string, error) {
-	out, err := d.output(ctx, nil, "network", "ls", "--filter", "label="+projectLabel+"="+project, "--format", "{{.Name}}")
-	if err != nil {
-		return nil, err
-	}
-	return strings.Fields(string(out)), nil
-}
-
-// ProjectVolumes returns the names of a compose project's volumes, found by compose's label.
-func (d *Docker) ProjectVolumes(ctx context.Context, project string) ([]string, error) {
-	out, err := d.output(ctx, nil, "volume", "ls", "--filter", "label="+projectLabel+"="+project, "--format", "{{.Name}}")
-	if err != nil {
-		return nil, err
-	}
-	return strings.Fields(string(out)), nil
-}
-
-// RemoveVolumes deletes volumes, and what they hold.
-func (d *Docker) RemoveVolumes(ctx context.Context, names ...string) error {
-	if len(names) == 0 {
-		return nil
-	}
-	_, err := d.output(ctx, nil, append([]string{"volume", "rm"}, names...)...)
-	return err
-}
-
-// Volumes returns the names of the volumes whose name begins with prefix.
-func (d *Docker) Volumes(ctx context.Context, prefix string) ([]string, error) {
-	out, err := d.output(ctx, nil, "volume", "ls", "--filter", "name="+prefix, "--format", "{{.Name}}")
+	what := "list networks labelled " + projectLabel + "=" + project
+	r, err := call(ctx, d, what, func(ctx context.Context, c *client.Client) (client.NetworkListResult, error) {
+		return c.NetworkList(ctx, client.NetworkListOptions{Filters: make(client.Filters).Add("label", projectLabel+"="+project)})
+	})
 	if err != nil {
 		return nil, err
 	}
 	var names []string
-	for _, v := range strings.Fields(string(out)) {
-		if strings.HasPrefix(v, prefix) { // docker's name filter matches anywhere in the name
-			names = append(names, v)
-		}
+	for _, n := range r.Items {
+		names = append(names, n.Name)
 	}
+	slices.Sort(names)
 	return names, nil
+}
+
+// volumes is the names of the volumes filter selects, sorted.
+func (d *Docker) volumes(ctx context.Context, what string, filter client.Filters) ([]string, error) {
+	r, err := call(ctx, d, what, func(ctx context.Context, c *client.Client) (client.VolumeListResult, error) {
+		return c.VolumeList(ctx, client.VolumeListOptions{Filters: filter})
+	})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, v := range r.Items {
+		names = append(names, v.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// ProjectVolumes returns the names of a compose project's volumes, found by compose's label,
+// sorted.
+func (d *Docker) ProjectVolumes(ctx context.Context, project string) ([]string, error) {
+	label := projectLabel + "=" + project
+	return d.volumes(ctx, "list volumes labelled "+label, make(client.Filters).Add("label", label))
+}
+
+// RemoveVolumes deletes volumes, and what they hold.
+func (d *Docker) RemoveVolumes(ctx context.Context, names ...string) error {
+	var errs []error
+	for _, n := range names {
+		errs = append(errs, d.do(ctx, "remove volume "+n, func(ctx context.Context, c *client.Client) error {
+			_, err := c.VolumeRemove(ctx, n, client.VolumeRemoveOptions{})
+			return err
+		}))
+	}
+	return errors.Join(errs...)
+}
+
+// Volumes returns the names of the volumes whose name begins with prefix, sorted.
+func (d *Docker) Volumes(ctx context.Context, prefix string) ([]string, error) {
+	all, err := d.volumes(ctx, "list volumes named "+prefix+"*", make(client.Filters).Add("name", prefix))
+	// The engine's name filter matches anywhere in the name.
+	return slices.DeleteFunc(all, func(v string) bool { return !strings.HasPrefix(v, prefix) }), err
 }
 
 // VolumeMountpoint is the folder on the host that holds a local volume's files. An engine that
 // cannot say is an *Error; one that names no absolute path, another error.
 func (d *Docker) VolumeMountpoint(ctx context.Context, name string) (string, error) {
-	out, err := d.output(ctx, nil, "volume", "inspect", "--format", "{{.Mountpoint}}", name)
+	r, err := call(ctx, d, "inspect volume "+name, func(ctx context.Context, c *client.Client) (client.VolumeInspectResult, error) {
+		return c.VolumeInspect(ctx, name, client.VolumeInspectOptions{})
+	})
 	if err != nil {
 		return "", err
 	}
-	dir := strings.TrimSpace(string(out))
-	if !filepath.IsAbs(dir) {
+	if dir := r.Volume.Mountpoint; !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("volume %s: mountpoint %q is not an absolute path", name, dir)
 	}
-	return dir, nil
+	return r.Volume.Mountpoint, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sharness-ai/sharness/internal/strictjson"
 	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
@@ -27,7 +28,8 @@ func Check(want, got *specs.Spec, f Facts) []Reason {
 
 // CheckProcess returns every way p (the process of `exec --process`, or of the container with
 // exec's flags applied) is wider than want's process, under the same rules as a create's.
-// f.Strict is the only fact an exec needs (envExceptions).
+// An exec needs no fact beyond f.ID: its environment is held to the compiled spec alone
+// (envExceptions).
 func CheckProcess(want *specs.Spec, p *specs.Process, f Facts) []Reason {
 	if want == nil || want.Process == nil || p == nil {
 		return []Reason{{Field: "process", Want: "a compiled process", Got: "none"}}
@@ -37,14 +39,33 @@ func CheckProcess(want *specs.Spec, p *specs.Process, f Facts) []Reason {
 }
 
 // CheckResources returns every way r (what `update` asks for) widens want's resources, under the
-// same rules as a create's, except that a field r leaves unset keeps the container's value.
-// A limit at or below zero removes it (runc's -1) and is refused.
+// same rules as a create's, except that a field r leaves unset, or a limit it gives as 0, keeps
+// the container's value (runc's update writes neither: checkLimit). A negative limit removes it
+// (runc's -1) and is refused.
 func CheckResources(want *specs.Spec, r *specs.LinuxResources) []Reason {
 	if r == nil {
 		return nil
 	}
 	c := &comparison{want: want, update: true}
-	return c.field("linux.resources", reflect.ValueOf(linuxOf(want).Resources), reflect.ValueOf(r))
+	return c.field("linux.resources", reflect.ValueOf(linuxOf(want).Resources), reflect.ValueOf(unchangedAtZero(r)))
+}
+
+// unchangedAtZero is r with the real-time CPU fields that are 0 left out: runc's update starts
+// them at 0 and its cgroup managers write them only when they are not (as for the limits,
+// checkLimit), so a 0 there changes nothing, while the policy's value for them is "none".
+func unchangedAtZero(r *specs.LinuxResources) *specs.LinuxResources {
+	if r.CPU == nil {
+		return r
+	}
+	out, cpu := *r, *r.CPU
+	if cpu.RealtimeRuntime != nil && *cpu.RealtimeRuntime == 0 {
+		cpu.RealtimeRuntime = nil
+	}
+	if cpu.RealtimePeriod != nil && *cpu.RealtimePeriod == 0 {
+		cpu.RealtimePeriod = nil
+	}
+	out.CPU = &cpu
+	return &out
 }
 
 func checkVersion(_ *comparison, field string, _, got string) []Reason {
@@ -62,13 +83,64 @@ func checkProcessPresent(c *comparison, field string, want, got *specs.Process) 
 }
 
 // checkArgs: a component but the agent runs its compiled command, flags and all: net's
-// -upstream-proxy and -unsafe-allow-addr-for-tests, llm's -net and -kms are settings the policy
+// -upstream-proxy and -rate-per-caller, llm's -net and -kms are settings the policy
 // must make, as their environment variables are. Docker's init may come first (`init: true`).
+// An exec into such a component runs exactly one of the commands its policy lists for exec
+// (execCommands: its health check, which Docker runs as an exec): anything else, its own binary
+// with other flags among them, would be a second, differently configured instance inside the
+// component's boundary. The agent's command and its execs are the caller's (kind app).
 func checkArgs(c *comparison, field string, want, got []string) []Reason {
-	if c.exec || c.want.Annotations[compile.AnnotationKind] == string(pbp.KindApp) || slices.Equal(afterInit(got), want) {
+	if c.want.Annotations[compile.AnnotationKind] == string(pbp.KindApp) {
+		return nil
+	}
+	if c.exec {
+		allowed, err := execCommands(c.want)
+		switch {
+		case err != nil:
+			return []Reason{{Field: field, Want: "a command the policy lists for exec (" + compile.AnnotationExec + ")", Got: clip(quoteArgs(got)) + " (" + err.Error() + ")"}}
+		case slices.ContainsFunc(allowed, func(a []string) bool { return slices.Equal(a, got) }):
+			return nil
+		}
+		var names []string
+		for _, a := range allowed {
+			names = append(names, quoteArgs(a))
+		}
+		return []Reason{{Field: field, Want: "exactly one of " + listOrNone(names) + " (" + compile.AnnotationExec + ")", Got: clip(quoteArgs(got))}}
+	}
+	if slices.Equal(afterInit(got), want) {
 		return nil
 	}
 	return []Reason{{Field: field, Want: strconv.Quote(strings.Join(want, " ")) + " (after Docker's init)", Got: strconv.Quote(clip(strings.Join(got, " ")))}}
+}
+
+// execCommands are the argvs the compiled spec lets an exec run (compile.AnnotationExec, written
+// by the compiler from compile.HealthCommand). A policy without the annotation, or with one that
+// is not a JSON list of non-empty argvs, lets an exec run nothing.
+func execCommands(want *specs.Spec) ([][]string, error) {
+	raw, ok := want.Annotations[compile.AnnotationExec]
+	if !ok {
+		return nil, fmt.Errorf("the policy has no %s", compile.AnnotationExec)
+	}
+	var list [][]string
+	if err := strictjson.Decode([]byte(raw), 4, &list); err != nil {
+		return nil, fmt.Errorf("the policy's %s: %w", compile.AnnotationExec, err)
+	}
+	for _, a := range list {
+		if len(a) == 0 {
+			return nil, fmt.Errorf("the policy's %s holds an empty command", compile.AnnotationExec)
+		}
+	}
+	return list, nil
+}
+
+// quoteArgs is an argv as a refusal shows it: each argument quoted, so that an argument with a
+// space is not read as two.
+func quoteArgs(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = strconv.Quote(a)
+	}
+	return "[" + strings.Join(q, " ") + "]"
 }
 
 // afterInit is a command without Docker's init in front of it.
@@ -255,11 +327,17 @@ func checkReadonlyRoot(_ *comparison, field string, _, got bool) []Reason {
 }
 
 // checkLimit: a limit is set, positive, and no higher than the policy's. At create a missing
-// limit means none (refused when the policy sets one); in an update it keeps the current one.
+// limit means none (refused when the policy sets one). In an update a missing limit, or a 0,
+// keeps the current one: runc's update (v1.1.5, the version Debian 12 ships) starts from zero
+// for every memory and pids field, decodes `--resources -` over that, and its cgroup managers
+// (fs and fs2, systemd) write a limit only when it is not 0; Docker 20.10 sends 0 for the ones
+// it leaves alone. A negative limit (runc's -1, "max") removes it, and is refused.
 // A limit the policy does not set may be anything positive: it can only narrow.
 func checkLimit(c *comparison, field string, want, got *int64) []Reason {
 	switch {
 	case got == nil && (c.update || want == nil):
+		return nil
+	case got != nil && *got == 0 && c.update:
 		return nil
 	case got != nil && *got > 0 && (want == nil || *got <= *want):
 		return nil
@@ -275,12 +353,13 @@ func checkOOMKiller(_ *comparison, field string, _, got *bool) []Reason {
 }
 
 // checkReservation: a soft limit above the hard one means nothing; one at or below it narrows.
+// In an update a 0 keeps the current one (checkLimit).
 func checkReservation(c *comparison, field string, _, got *int64) []Reason {
 	var limit *int64
 	if r := linuxOf(c.want).Resources; r != nil && r.Memory != nil {
 		limit = r.Memory.Limit
 	}
-	if got == nil || *got > 0 && (limit == nil || *got <= *limit) {
+	if got == nil || c.update && *got == 0 || *got > 0 && (limit == nil || *got <= *limit) {
 		return nil
 	}
 	return []Reason{{Field: field, Want: "unset or at most " + limitText(limit), Got: limitText(got)}}

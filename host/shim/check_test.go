@@ -16,9 +16,37 @@ import (
 )
 
 // compiled reads a component's config.json from the repository's compiled output.
+// compiled reads a component's spec as the offline world's policy compiles it
+// (compose/world/compiled): testdata/docker-20.10 is what Docker wrote for that stack. It equals
+// the default policy's but for the test world's mark (policies/world_test.go).
 func compiled(t testing.TB, component string) (*specs.Spec, []byte) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "compiled", component, "config.json"))
+	return compiledIn(t, filepath.Join("..", "..", "compose", "world", "compiled"), component)
+}
+
+// compiledDefault reads a component's spec as the default (production) policy compiles it.
+func compiledDefault(t testing.TB, component string) (*specs.Spec, []byte) {
+	t.Helper()
+	return compiledIn(t, filepath.Join("..", "..", "compiled"), component)
+}
+
+// rehash is s with every mention of one policy hash replaced by another.
+func rehash(t testing.TB, s *specs.Spec, from, to string) *specs.Spec {
+	t.Helper()
+	raw, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := LoadSpec([]byte(strings.ReplaceAll(string(raw), from, to)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func compiledIn(t testing.TB, dir, component string) (*specs.Spec, []byte) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, component, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,16 +116,58 @@ func fixtureFacts(s *specs.Spec) Facts {
 		if mountKind(m) != "bind" {
 			continue
 		}
-		src := Source{Path: filepath.Clean(m.Source), Type: fs.ModeDir, Perm: 0o755, FS: 0xEF53}
-		if _, engine := engineMounts[m.Destination]; engine {
-			src.Type = 0
-		}
-		f.Sources[m.Source] = src
+		f.Sources[m.Source] = dockerSource(s, m)
 	}
 	for _, h := range hookPaths(s) {
 		f.Programs[h] = "/usr/sbin/dockerd"
 	}
 	return f
+}
+
+// dockerSource is what this machine says of one bind source of s as Docker 20.10 makes it for
+// the stack (measured on the engine, see etcfiles.go): a folder on ext4; Docker's own /etc files
+// regular files holding what Docker writes for s's component; an identity volume a tmpfs of its
+// own.
+func dockerSource(s *specs.Spec, m specs.Mount) Source {
+	src := Source{Path: filepath.Clean(m.Source), Type: fs.ModeDir, Perm: 0o755, FS: 0xEF53}
+	if _, engine := engineMounts[m.Destination]; engine {
+		src.Type = 0
+		src.Etc = dockerEtc(s, m.Destination)
+	}
+	if strings.HasPrefix(m.Destination, compile.IdentityDir+"/") {
+		src.MountPoint, src.FS = true, tmpfsMagic
+	}
+	return src
+}
+
+// hostResolv stands for the host's resolv.conf in the facts.
+const hostResolv = "nameserver 10.255.255.53\n"
+
+// dockerEtc is what Docker 20.10 has written into a container's /etc file at dest for the
+// compiled stack when the runtime creates it (measured): the launcher (network_mode none) has no
+// address line; net and the launcher, no dns, the host's resolv.conf; every other component dns
+// 0.0.0.0 and that one nameserver (Docker turns it into its embedded resolver's after the create).
+func dockerEtc(s *specs.Spec, dest string) *EtcFile {
+	hostname := s.Hostname
+	component, _, _ := Identify(s)
+	switch dest {
+	case "/etc/hostname":
+		return &EtcFile{Content: hostname + "\n"}
+	case "/etc/hosts":
+		hosts := "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n" +
+			"ff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n"
+		if component != "launcher" {
+			hosts += "172.21.0.2\t" + hostname + "\n"
+		}
+		return &EtcFile{Content: hosts}
+	case "/etc/resolv.conf":
+		switch component {
+		case "launcher", "net", "world", "model":
+			return &EtcFile{Content: hostResolv, Host: hostResolv, Engine: &EngineDNS{}}
+		}
+		return &EtcFile{Content: "nameserver " + noDNS + "\n", Host: hostResolv, Engine: &EngineDNS{DNS: []string{noDNS}}}
+	}
+	return nil
 }
 
 func fields(rs []Reason) []string {
@@ -201,6 +271,38 @@ func TestCheck(t *testing.T) {
 			}
 		}
 	}
+	// volumeShaped makes the policy volume at dest what the host finds when a volume's driver
+	// options mount something there (measured on Engine 20.10: type overlay gives an overlayfs
+	// mount of its own; type none, o bind a bind, Bound; type tmpfs a tmpfs).
+	volumeShaped := func(dest string, mountPoint, bound bool, magic int64) edit {
+		return func(s *specs.Spec, f *Facts) {
+			for _, m := range s.Mounts {
+				if m.Destination == dest {
+					src := f.Sources[m.Source]
+					src.MountPoint, src.Bound, src.FS = mountPoint, bound, magic
+					f.Sources[m.Source] = src
+				}
+			}
+		}
+	}
+	// etc edits what the host read from the Docker /etc file at dest.
+	etc := func(dest string, fn func(e *EtcFile)) edit {
+		return func(s *specs.Spec, f *Facts) {
+			for _, m := range s.Mounts {
+				if m.Destination == dest {
+					src := f.Sources[m.Source]
+					e := *src.Etc
+					if e.Engine != nil {
+						d := *e.Engine
+						e.Engine = &d
+					}
+					fn(&e)
+					src.Etc = &e
+					f.Sources[m.Source] = src
+				}
+			}
+		}
+	}
 	errno0 := uint(0)
 	hook := func(s *specs.Spec) specs.Hook {
 		//lint:ignore SA1019 what Docker 20.10 writes
@@ -210,8 +312,11 @@ func TestCheck(t *testing.T) {
 		name      string
 		component string // default agent
 		strict    bool
-		edit      edit
-		fields    []string // every refused field; nil: allowed
+		// production judges the fixture against the default policy's spec, as if the world's
+		// compose file ran under it.
+		production bool
+		edit       edit
+		fields     []string // every refused field; nil: allowed
 	}{
 		{name: "as Docker writes it", edit: func(*specs.Spec, *Facts) {}},
 		{name: "narrower is allowed", edit: func(s *specs.Spec, _ *Facts) {
@@ -317,6 +422,69 @@ func TestCheck(t *testing.T) {
 		{name: "the identity volume as compose makes it (a tmpfs of its own)", edit: volumeMount(false)},
 		{name: "the identity volume binding a host folder (driver options type none)", edit: volumeMount(true),
 			fields: []string{"mounts[/run/sharness/identity/agent]"}},
+		// Policy volumes with driver options of their own (issue 16): only a plain local volume, or
+		// the tmpfs compose makes an identity volume, passes.
+		{name: "the identity volume an overlayfs over a host folder (type overlay)", edit: volumeShaped("/run/sharness/identity/agent", true, false, 0x794C7630),
+			fields: []string{"mounts[/run/sharness/identity/agent]"}},
+		{name: "the identity volume a plain folder", edit: volumeShaped("/run/sharness/identity/agent", false, false, 0xEF53),
+			fields: []string{"mounts[/run/sharness/identity/agent]"}},
+		{name: "the identity volume a disk of its own (type ext4)", edit: volumeShaped("/run/sharness/identity/agent", true, false, 0xEF53),
+			fields: []string{"mounts[/run/sharness/identity/agent]"}},
+		{name: "an audit volume as compose makes it (a plain folder)", component: "net", edit: func(*specs.Spec, *Facts) {}},
+		{name: "an audit volume an overlayfs (type overlay)", component: "net", edit: volumeShaped("/var/log/sharness", true, false, 0x794C7630),
+			fields: []string{"mounts[/var/log/sharness]"}},
+		{name: "an audit volume a tmpfs", component: "net", edit: volumeShaped("/var/log/sharness", true, false, tmpfsMagic),
+			fields: []string{"mounts[/var/log/sharness]"}},
+		{name: "a gate volume binding a host folder (type none, o bind)", component: "net", edit: volumeShaped("/var/lib/sharness/gate", true, true, 0xEF53),
+			fields: []string{"mounts[/var/lib/sharness/gate]"}},
+
+		// What Docker writes into a container's /etc files from settings the spec does not carry
+		// (issue 16): extra_hosts, dns, dns_search, dns_opt.
+		{name: "extra_hosts on net (an allowlisted name pointed elsewhere)", component: "net",
+			edit: etc("/etc/hosts", func(e *EtcFile) { e.Content += "203.0.113.7\tallowed.sharness.test\n" }), fields: []string{"mounts[/etc/hosts]"}},
+		{name: "extra_hosts on the agent (net pointed elsewhere)",
+			edit: etc("/etc/hosts", func(e *EtcFile) { e.Content = "203.0.113.7\tnet\n" + e.Content }), fields: []string{"mounts[/etc/hosts]"}},
+		{name: "a hosts line with an alias beside the hostname",
+			edit: etc("/etc/hosts", func(e *EtcFile) { e.Content += "172.21.0.2\tagent llm\n" }), fields: []string{"mounts[/etc/hosts]"}},
+		{name: "a hosts file that does not parse",
+			edit: etc("/etc/hosts", func(e *EtcFile) { e.Content += "not-an-address agent\n" }), fields: []string{"mounts[/etc/hosts]"}},
+		{name: "the hosts file not read", edit: etc("/etc/hosts", func(e *EtcFile) { *e = EtcFile{Err: "read: permission denied"} }),
+			fields: []string{"mounts[/etc/hosts]"}},
+		{name: "dns on net (a resolver of the caller's)", component: "net", edit: etc("/etc/resolv.conf", func(e *EtcFile) {
+			e.Content, e.Engine.DNS = "nameserver 203.0.113.53\n", []string{"203.0.113.53"}
+		}), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "dns on net, resolv.conf already the embedded resolver's", component: "net", edit: etc("/etc/resolv.conf", func(e *EtcFile) {
+			e.Content, e.Engine.DNS = "nameserver 127.0.0.11\noptions ndots:0\n", []string{"203.0.113.53"}
+		}), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "dns 0.0.0.0 on net narrows", component: "net", edit: etc("/etc/resolv.conf", func(e *EtcFile) {
+			e.Content, e.Engine.DNS = "nameserver 0.0.0.0\n", []string{noDNS}
+		})},
+		{name: "a started container's resolv.conf (the embedded resolver's)",
+			edit: etc("/etc/resolv.conf", func(e *EtcFile) { e.Content = "nameserver 127.0.0.11\noptions ndots:0\n" })},
+		{name: "net's resolv.conf not the host's", component: "net",
+			edit: etc("/etc/resolv.conf", func(e *EtcFile) { e.Content = "nameserver 203.0.113.53\n" }), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "the agent's resolv.conf beyond its dns",
+			edit: etc("/etc/resolv.conf", func(e *EtcFile) { e.Content += "nameserver 203.0.113.53\n" }), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "the agent's dns removed (the host's resolvers, CVE-2024-29018)",
+			edit: etc("/etc/resolv.conf", func(e *EtcFile) { e.Engine.DNS = nil }), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "dns on the agent beside 0.0.0.0",
+			edit: etc("/etc/resolv.conf", func(e *EtcFile) { e.Engine.DNS = append(e.Engine.DNS, "203.0.113.53") }), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "dns_search on net", component: "net", edit: etc("/etc/resolv.conf", func(e *EtcFile) {
+			e.Content, e.Engine.Search = "search evil.test\n"+e.Content, []string{"evil.test"}
+		}), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "dns_opt on net", component: "net", edit: etc("/etc/resolv.conf", func(e *EtcFile) {
+			e.Content, e.Engine.Options = "nameserver 127.0.0.11\noptions use-vc ndots:0\n", []string{"use-vc"}
+		}), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "an IPv6 resolver in resolv.conf", component: "net", edit: etc("/etc/resolv.conf", func(e *EtcFile) {
+			e.Content, e.Engine.DNS = e.Content+"nameserver 2001:db8::53\n", []string{"2001:db8::53"}
+		}), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "the launcher's resolv.conf, the host's copy", component: "launcher", edit: func(*specs.Spec, *Facts) {}},
+		{name: "the launcher's resolv.conf, not the host's", component: "launcher",
+			edit: etc("/etc/resolv.conf", func(e *EtcFile) { e.Content = "nameserver 203.0.113.53\n" }), fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "the engine's DNS settings not read", edit: etc("/etc/resolv.conf", func(e *EtcFile) { e.Engine = nil }),
+			fields: []string{"mounts[/etc/resolv.conf]"}},
+		{name: "another hostname in /etc/hostname", edit: etc("/etc/hostname", func(e *EtcFile) { e.Content = "net\n" }),
+			fields: []string{"mounts[/etc/hostname]"}},
 		{name: "a volume at the workspace", edit: source("/workspace", "/var/lib/docker/volumes/sharness-e2e_identity-kms/_data",
 			folder("/var/lib/docker/volumes/sharness-e2e_identity-kms/_data")), fields: []string{"mounts[/workspace]"}},
 		{name: "another container's hosts file at /etc/hosts", edit: source("/etc/hosts", "/var/lib/docker/containers/"+strings.Repeat("b", 64)+"/hosts",
@@ -543,11 +711,21 @@ func TestCheck(t *testing.T) {
 		{name: "a switch without a value", edit: env("SHARNESS_AI_POLICY_HASH"), fields: []string{"process.env[SHARNESS_AI_POLICY_HASH]"}},
 		{name: "llm's test CA on the agent", edit: env("SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS=-----BEGIN CERTIFICATE-----"),
 			fields: []string{"process.env[SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS]"}},
-		{name: "the world's CA in llm, outside strict mode", component: "llm", edit: func(*specs.Spec, *Facts) {}},
-		{name: "the world's CA in llm, in strict mode", component: "llm", strict: true, edit: func(*specs.Spec, *Facts) {},
+		{name: "the world's CA in llm, under the world's policy", component: "llm", edit: func(*specs.Spec, *Facts) {}},
+		{name: "the world's CA in llm, under the world's policy, in strict mode", component: "llm", strict: true, edit: func(*specs.Spec, *Facts) {}},
+		{name: "the world's CA in llm, under the default policy", component: "llm", production: true, edit: func(*specs.Spec, *Facts) {},
 			fields: []string{"process.env[SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS]"}},
-		{name: "the world's switches in net, in strict mode", component: "net", strict: true, edit: func(*specs.Spec, *Facts) {},
-			fields: []string{"process.env[SHARNESS_AI_NET_RESOLVER]", "process.env[SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS]"}},
+		{name: "the world's CA in llm, not a certificate", component: "llm", edit: env("SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS=/proc/self/environ"),
+			fields: []string{"process.env[SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS]"}},
+		{name: "the world's CA in net, under the world's policy", component: "net", edit: env("SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS=-----BEGIN CERTIFICATE-----"),
+			fields: []string{"process.env[SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS]"}},
+		// net takes them from its verified policy: the compiled spec never carries them.
+		{name: "the world's old resolver switch in net, under the world's policy", component: "net", edit: env("SHARNESS_AI_NET_RESOLVER=10.214.0.10:53"),
+			fields: []string{"process.env[SHARNESS_AI_NET_RESOLVER]"}},
+		{name: "the world's old address switch in net, under the world's policy", component: "net", edit: env("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS=10.214.0.10,10.214.0.11"),
+			fields: []string{"process.env[SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS]"}},
+		{name: "the world's old address switch in net, under the default policy", component: "net", production: true, edit: env("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS=169.254.169.254"),
+			fields: []string{"process.env[SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS]"}},
 		{name: "another resolver for net", component: "net", edit: env("SHARNESS_AI_NET_RESOLVER=203.0.113.7:53"),
 			fields: []string{"process.env[SHARNESS_AI_NET_RESOLVER]"}},
 		{name: "an upstream proxy for net", component: "net", edit: env("SHARNESS_AI_NET_UPSTREAM_PROXY=http://203.0.113.7:3128"),
@@ -559,7 +737,11 @@ func TestCheck(t *testing.T) {
 		{name: "a gate timeout on a component without a gate", edit: env("SHARNESS_AI_GATE_TIMEOUT=1h"),
 			fields: []string{"process.env[SHARNESS_AI_GATE_TIMEOUT]"}},
 		{name: "a gate timeout on fs", component: "fs", edit: env("SHARNESS_AI_GATE_TIMEOUT=45s")},
-		{name: "other variables are the caller's", edit: env("HTTPS_PROXY=http://elsewhere:3128", "HOME=/tmp")},
+		{name: "other variables are the caller's", edit: env("TZ=UTC", "HOME=/tmp")},
+		// The proxy and loader variables are switches (found by an attack on the running stack).
+		{name: "the agent's proxy elsewhere", edit: env("HTTPS_PROXY=http://elsewhere:3128"), fields: []string{"process.env[HTTPS_PROXY]"}},
+		{name: "a proxy for llm", component: "llm", edit: env("https_proxy=http://203.0.113.7:3128"), fields: []string{"process.env[https_proxy]"}},
+		{name: "a library preloaded into kms", component: "kms", edit: env("LD_PRELOAD=/workspace/evil.so"), fields: []string{"process.env[LD_PRELOAD]"}},
 
 		// Flags are settings too.
 		{name: "net with an upstream proxy by flag", component: "net", edit: func(s *specs.Spec, _ *Facts) {
@@ -581,6 +763,11 @@ func TestCheck(t *testing.T) {
 			}
 			want, _ := compiled(t, c)
 			got := dockerFixture(t, c)
+			if tt.production {
+				world := want.Annotations[compile.AnnotationPolicy]
+				want, _ = compiledDefault(t, c)
+				got = rehash(t, got, world, want.Annotations[compile.AnnotationPolicy])
+			}
 			f := fixtureFacts(got)
 			f.Strict = tt.strict
 			tt.edit(got, &f)
@@ -643,6 +830,50 @@ func TestNarrowAddsMountFlags(t *testing.T) {
 	}
 }
 
+// TestCheckExecArgs: an exec into a component but the agent runs exactly a command its compiled
+// spec lists for exec (its health check, compile.AnnotationExec); the agent's are the caller's.
+func TestCheckExecArgs(t *testing.T) {
+	tests := []struct {
+		component string
+		args      []string
+		policy    func(s *specs.Spec) // the compiled spec, edited
+		refused   bool
+	}{
+		{component: "bash", args: []string{"/sharness-bash", "health"}},
+		{component: "fs", args: []string{"/sharness-fs", "health"}},
+		{component: "launcher", args: []string{"/sharness-launcher", "health"}},
+		{component: "bash", args: []string{"/sharness-bash", "health", "-x"}, refused: true},
+		{component: "bash", args: []string{"/sharness-bash"}, refused: true},
+		{component: "bash", args: []string{"/bin/busybox", "sh"}, refused: true},
+		{component: "net", args: []string{"/sharness-net", "-unsafe-allow-addr-for-tests", "169.254.169.254", "-listen", ":3130"}, refused: true},
+		{component: "net", args: []string{"/sharness-net", "health"}, refused: true}, // net has no health check
+		{component: "llm", args: []string{"/sharness-llm"}, refused: true},
+		{component: "kms", args: []string{"/bin/busybox", "true"}, refused: true},
+		{component: "agent", args: []string{"/bin/busybox", "sh"}},
+		{component: "agent", args: []string{"/sharness-agent", "-probe"}},
+		{component: "bash", args: []string{"/sharness-bash", "health"}, refused: true,
+			policy: func(s *specs.Spec) { delete(s.Annotations, compile.AnnotationExec) }},
+		{component: "bash", args: []string{"/sharness-bash", "health"}, refused: true,
+			policy: func(s *specs.Spec) { s.Annotations[compile.AnnotationExec] = `[["/sharness-bash","health"]] trailing` }},
+		{component: "bash", args: []string{"/sharness-bash", "health"}, refused: true,
+			policy: func(s *specs.Spec) { s.Annotations[compile.AnnotationExec] = `[["/sharness-bash","health"],[]]` }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.component+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+			want, _ := compiled(t, tt.component)
+			if tt.policy != nil {
+				tt.policy(want)
+			}
+			p := clone(t, want).Process
+			p.Args = tt.args
+			rs := CheckProcess(want, p, Facts{})
+			if got := slices.Contains(fields(rs), "process.args"); got != tt.refused || len(fields(rs)) > 1 {
+				t.Errorf("refused %v, want process.args refused %v: %v", fields(rs), tt.refused, rs)
+			}
+		})
+	}
+}
+
 func TestCheckProcess(t *testing.T) {
 	agent, _ := compiled(t, "agent")
 	tests := []struct {
@@ -698,6 +929,19 @@ func TestCheckResources(t *testing.T) {
 		{"the same limits", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(256)},
 			Memory: &specs.LinuxMemory{Limit: i64(1 << 30), Swap: i64(1 << 30)}}, nil},
 		{"lower", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(8)}, Memory: &specs.LinuxMemory{Limit: i64(1 << 20)}}, nil},
+		// What Docker 20.10 sends for `docker update --pids-limit 100`: the memory fields it does
+		// not change as 0, which runc's update leaves as they are (checkLimit).
+		{"docker update --pids-limit, lower", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(100)},
+			Memory:  dockerUpdateMemory(),
+			CPU:     &specs.LinuxCPU{Shares: new(uint64), Quota: i64(0), Period: new(uint64), RealtimeRuntime: i64(0), RealtimePeriod: new(uint64)},
+			BlockIO: &specs.LinuxBlockIO{Weight: new(uint16)}}, nil},
+		{"a zero pids limit keeps the current one", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(0)}}, nil},
+		{"docker update --pids-limit, higher, memory at 0", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(100000)},
+			Memory: &specs.LinuxMemory{Limit: i64(0), Swap: i64(0)}}, []string{"linux.resources.pids.limit"}},
+		{"memory at 0 and swap removed", &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: i64(0), Swap: i64(-1)}},
+			[]string{"linux.resources.memory.swap"}},
+		{"a negative reservation", &specs.LinuxResources{Memory: &specs.LinuxMemory{Reservation: i64(-1)}},
+			[]string{"linux.resources.memory.reservation"}},
 		{"pids unlimited", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(-1)}}, []string{"linux.resources.pids.limit"}},
 		{"pids above", &specs.LinuxResources{Pids: &specs.LinuxPids{Limit: i64(257)}}, []string{"linux.resources.pids.limit"}},
 		{"memory removed", &specs.LinuxResources{Memory: &specs.LinuxMemory{Limit: i64(-1)}}, []string{"linux.resources.memory.limit"}},
@@ -754,4 +998,13 @@ func TestEnvExceptions(t *testing.T) {
 			t.Errorf("exception %s is set by no component of the stack: remove it", name)
 		}
 	}
+}
+
+// dockerUpdateMemory is the memory part Docker 20.10 sends with an update that changes no memory
+// limit: every field 0, the kernel-memory ones included.
+func dockerUpdateMemory() *specs.LinuxMemory {
+	m := &specs.LinuxMemory{Limit: i64(0), Reservation: i64(0), Swap: i64(0), KernelTCP: i64(0)}
+	//lint:ignore SA1019 Docker 20.10 still sends it
+	m.Kernel = i64(0)
+	return m
 }

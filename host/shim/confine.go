@@ -6,12 +6,13 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sharness-ai/sharness/host/shim/restrict"
 	"github.com/sharness-ai/sharness/policies/landlock"
 )
 
 // HelperMount is where the shim binds the Landlock helper (cmd/sharness-landlock) into a
 // container, read-only: a file at the root, so that no folder of the image is shadowed.
-const HelperMount = "/.sharness-landlock"
+const HelperMount = landlock.HelperPath
 
 // DefaultHelper is where hack/runtime.sh installs the helper on the host.
 const DefaultHelper = "/usr/local/lib/sharness-ai/sharness-landlock"
@@ -33,7 +34,8 @@ func Domain(want *specs.Spec) (landlock.Domain, []Reason) {
 
 // Confine puts got's process under d, the compiled policy's Landlock domain (Domain): it binds
 // the helper at HelperMount and makes it the process's first argument (HelperMount DOMAIN --
-// ARGS...). It refuses an enforced domain on a kernel below landlock.MinABI. A per_command domain
+// ARGS...: DOMAIN in the helper's compact encoding, restrict.Domain.Encode, which it reads without
+// a JSON decoder). It refuses an enforced domain on a kernel below landlock.MinABI. A per_command domain
 // (bash) leaves got as it is; changed says whether got was changed. Run it after Check: the
 // helper's mount is not in the policy, and Check would refuse it.
 func Confine(d landlock.Domain, got *specs.Spec, helper string, kernelABI int) (changed bool, rs []Reason) {
@@ -74,5 +76,12 @@ func ConfineProcess(d landlock.Domain, p *specs.Process) (changed bool, rs []Rea
 }
 
 func wrap(d landlock.Domain, args []string) []string {
-	return slices.Concat([]string{HelperMount, d.Encode(), "--"}, args)
+	return slices.Concat([]string{HelperMount, helperDomain(d).Encode(), "--"}, args)
+}
+
+// helperDomain is d as the helper reads it. Every mode but best_effort is enforced: Confine and
+// ConfineProcess never wrap per_command, and landlock.Parse knows no other mode.
+func helperDomain(d landlock.Domain) restrict.Domain {
+	return restrict.Domain{BestEffort: d.Mode == landlock.BestEffort, Exec: d.Exec, Write: d.Write,
+		Bind: d.Bind, Connect: d.Connect, AnyConnect: d.AnyConnect}
 }

@@ -6,6 +6,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sharness-ai/sharness/host/shim/restrict"
 	"github.com/sharness-ai/sharness/policies/landlock"
 )
 
@@ -30,7 +31,7 @@ func TestConfine(t *testing.T) {
 	if !changed || rs != nil {
 		t.Fatalf("Confine = %v, %v", changed, rs)
 	}
-	if want := []string{HelperMount, d.Encode(), "--", "/sharness-agent"}; !slices.Equal(got.Process.Args, want) {
+	if want := []string{HelperMount, helperDomain(d).Encode(), "--", "/sharness-agent"}; !slices.Equal(got.Process.Args, want) {
 		t.Errorf("args = %q, want %q", got.Process.Args, want)
 	}
 	m := got.Mounts[len(got.Mounts)-1]
@@ -50,7 +51,7 @@ func TestConfine(t *testing.T) {
 	if changed, rs := Confine(d, withInit, helper, landlock.MinABI); !changed || rs != nil {
 		t.Fatalf("Confine with init = %v, %v", changed, rs)
 	}
-	if inner, err := landlock.Parse(withInit.Process.Args[1]); err != nil || !slices.Contains(inner.Exec, "/sbin/docker-init") ||
+	if inner, err := restrict.Decode(withInit.Process.Args[1]); err != nil || !slices.Contains(inner.Exec, "/sbin/docker-init") ||
 		!slices.Equal(withInit.Process.Args[2:], []string{"--", "/sbin/docker-init", "--", "/sharness-agent"}) {
 		t.Errorf("with init: args %q (%v); want docker-init wrapped and executable in the domain", withInit.Process.Args, err)
 	}
@@ -122,4 +123,27 @@ func unwrap(s *specs.Spec) bool {
 	s.Mounts = slices.Delete(s.Mounts, i, i+1)
 	s.Process.Args = s.Process.Args[3:]
 	return true
+}
+
+// TestHelperReadsTheDomain: what the shim writes for the helper, the helper reads back as the
+// policy's domain, field by field, whatever its mode.
+func TestHelperReadsTheDomain(t *testing.T) {
+	for _, d := range []landlock.Domain{
+		{Mode: landlock.Enforce, Exec: []string{"/bin/busybox", "/usr/lib/git-core/"}, Write: []string{"/tmp", "/workspace"},
+			Bind: []uint16{8080}, Connect: []uint16{53, 3128}},
+		{Mode: landlock.BestEffort, Exec: []string{"/sharness-agent"}},
+		{Mode: landlock.Enforce, Bind: []uint16{3128}, AnyConnect: true},
+	} {
+		args := wrap(d, []string{"/prog"})
+		got, argv, err := restrict.ParseArgs(args[1:])
+		switch {
+		case err != nil:
+			t.Errorf("%+v: the helper reads %q: %v", d, args, err)
+		case args[0] != HelperMount || !slices.Equal(argv, []string{"/prog"}):
+			t.Errorf("%+v: args %q", d, args)
+		case got.BestEffort != (d.Mode == landlock.BestEffort) || !slices.Equal(got.Exec, d.Exec) || !slices.Equal(got.Write, d.Write) ||
+			!slices.Equal(got.Bind, d.Bind) || !slices.Equal(got.Connect, d.Connect) || got.AnyConnect != d.AnyConnect:
+			t.Errorf("%+v: the helper reads %+v", d, got)
+		}
+	}
 }

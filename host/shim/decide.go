@@ -2,13 +2,17 @@ package shim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/sharness-ai/sharness/host/shim/runc"
+	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/landlock"
+	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
 const (
@@ -36,6 +40,13 @@ type host interface {
 	// program each hook path runs. A source below another of the list is opened from that one's
 	// folder without following any symbolic link.
 	Resolve(sources, hooks []string) (map[string]Source, map[string]string)
+	// Engine is the engine's record of container id and its networks (EngineRecord); an error
+	// is a refusal.
+	Engine(id string) (EngineRecord, error)
+	// Glob lists the paths matching pattern (filepath.Glob's syntax).
+	Glob(pattern string) ([]string, error)
+	// VolumeLabels are the labels of the engine's volume name.
+	VolumeLabels(name string) (map[string]string, error)
 }
 
 // decide reads runc's argv and returns either the handover or the reason it refuses. Every error
@@ -67,8 +78,22 @@ func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 	if r != nil {
 		return runc.Handover{}, r
 	}
+	rootfs := "rootfs"
+	if got.Root != nil {
+		rootfs = got.Root.Path
+	}
+	if !filepath.IsAbs(rootfs) {
+		rootfs = filepath.Join(bundle, rootfs)
+	}
+	hash := func(p string) (string, error) { return h.HashInRoot(rootfs, p) }
+	if fixtureOf(got) != "" {
+		return runc.Handover{}, checkFixture(cmd, getenv, h, got, hash)
+	}
 	want, who, r := policyFor(cmd, getenv, h, got)
 	if want == nil {
+		if r == nil { // unmarked, outside strict mode: not a component, so it must not look like one
+			r = checkUnmarked(cmd, getenv, h, got, "", nil, "", hash)
+		}
 		return runc.Handover{}, r
 	}
 	if err := KnownFields(raw); err != nil {
@@ -79,15 +104,11 @@ func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 	if rs := Check(want, got, f); len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
 	}
+	if rs := checkBelonging(cmd, getenv, h, want, got, f, hash); len(rs) > 0 {
+		return runc.Handover{}, who.because(rs)
+	}
 	resolved := useResolved(got, f)
-	rootfs := "rootfs"
-	if got.Root != nil {
-		rootfs = got.Root.Path
-	}
-	if !filepath.IsAbs(rootfs) {
-		rootfs = filepath.Join(bundle, rootfs)
-	}
-	if rs := CheckCode(want, got, func(p string) (string, error) { return h.HashInRoot(rootfs, p) }); len(rs) > 0 {
+	if rs := CheckCode(want, got, hash); len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
 	}
 	confined, rs := confine(cmd.Name, getenv, h, want, got)
@@ -98,6 +119,165 @@ func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 		return runc.Handover{}, nil
 	}
 	return runc.Handover{Spec: got, SpecPath: specPath}, nil
+}
+
+// checkBelonging holds a component's container to what the engine and the session say of it:
+// its networks (CheckNetworks), its project's session (CheckSession) and the code recorded for it
+// (CheckCodeRecord).
+func checkBelonging(cmd runc.Command, getenv func(string) string, h host, want, got *specs.Spec, f Facts, hash func(string) (string, error)) []Reason {
+	rec, err := h.Engine(cmd.ID)
+	if err != nil {
+		return []Reason{{Field: "engine", Want: "the engine's record of the container and its networks", Got: err.Error()}}
+	}
+	out := append(append(CheckNetworks(want, rec), CheckVolumes(want, rec)...), CheckHealth(want, rec)...)
+	root := policiesRoot(getenv)
+	s, err := readSession(h, root, rec.Project)
+	if err != nil {
+		return append(out, Reason{Field: "session", Want: "a readable session record", Got: err.Error()})
+	}
+	out = append(out, CheckSession(want, got, f, s, rec.Project)...)
+	code, err := readCodeRecord(h, PolicyDir(root, want.Annotations[compile.AnnotationPolicy]))
+	if err != nil {
+		return append(out, Reason{Field: "code", Want: "the code recorded for the policy (sharness-ai install)", Got: err.Error()})
+	}
+	out = append(out, CheckCodeRecord(want, code, hash)...)
+	if c, ok := code.Components[want.Annotations[compile.AnnotationComponent]]; ok && want.Annotations[compile.AnnotationKind] != string(pbp.KindApp) && rec.Image != c.Image {
+		out = append(out, Reason{Field: "image", Want: c.Image + " (the component's image as installed; rebuilt? run sharness-ai install)", Got: rec.Image})
+	}
+	return out
+}
+
+// checkAttached holds a running component to its compiled networks again, at each exec (the
+// engine's health checks exec every second): a network connected after the start is seen by no
+// runtime command but this one, and the container is cut (killed) as well as refused.
+func checkAttached(cmd runc.Command, h host, want *specs.Spec, who Refusal) *Refusal {
+	rec, err := h.Engine(cmd.ID)
+	if err != nil {
+		return who.with("engine", "the engine's record of the container and its networks", err.Error())
+	}
+	if rs := CheckNetworks(want, rec); len(rs) > 0 {
+		r := who.because(append(rs, Reason{Field: "exec", Want: "a container on its compiled networks", Got: "one attached to more since it started: killed"}))
+		r.Cut = true
+		return r
+	}
+	return nil
+}
+
+// checkUnmarked decides a container that claims no component (CheckUnmarked) against the code
+// recorded by every installed policy.
+func checkUnmarked(cmd runc.Command, getenv func(string) string, h host, got *specs.Spec, fixture string, fixtures *Fixtures, policy string, hash func(string) (string, error)) *Refusal {
+	rec, err := h.Engine(cmd.ID)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !engineMade(got):
+		// runc used by hand (conformance suites, a host without an engine): no networks or volumes
+		// of a stack to join, and the code is still compared below.
+		rec = EngineRecord{}
+	case err != nil:
+		return plain(cmd, "engine", "the engine's record of the container and its networks", err.Error())
+	}
+	root := policiesRoot(getenv)
+	dirs, err := h.Glob(filepath.Join(root, "*", CodeFile))
+	if err != nil {
+		return plain(cmd, "code", "the installed policies' code records", err.Error())
+	}
+	var records []CodeRecord
+	for _, path := range dirs {
+		c, err := readCodeRecord(h, filepath.Dir(path))
+		if err != nil {
+			return plain(cmd, "code", "the installed policies' code records", err.Error())
+		}
+		records = append(records, c)
+	}
+	r := Refusal{Container: cmd.ID, Policy: policy}
+	if fixture != "" {
+		r.Component = "fixture " + fixture
+	}
+	out := CheckUnmarked(got, rec, records, fixture, fixtures, policy, hash)
+	out = append(out, unmarkedBinds(h, cmd.ID, got, fixture != "")...)
+	out = append(out, unmarkedNamespaces(h, got)...)
+	return r.because(out)
+}
+
+// engineMade reports whether Docker made the spec: its root is an overlay2 mount or its network is
+// set up by dockerd's hook. Such a container has an engine record, which must then be read.
+func engineMade(s *specs.Spec) bool {
+	if s.Root != nil && overlayRoot.MatchString(s.Root.Path) {
+		return true
+	}
+	if s.Hooks != nil {
+		//lint:ignore SA1019 prestart is what Docker 20.10 writes
+		for _, h := range append(append([]specs.Hook{}, s.Hooks.Prestart...), s.Hooks.CreateRuntime...) {
+			if len(h.Args) > 0 && h.Args[0] == "libnetwork-setkey" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkFixture decides a container that says it is a test fixture: admitted as an unmarked
+// container only when the test-world policy it names lists it, and only on its networks.
+func checkFixture(cmd runc.Command, getenv func(string) string, h host, got *specs.Spec, hash func(string) (string, error)) *Refusal {
+	name := fixtureOf(got)
+	_, policy, _ := Identify(got)
+	dir := PolicyDir(policiesRoot(getenv), policy)
+	who := Refusal{Container: cmd.ID, Component: "fixture " + name, Policy: policy}
+	if dir == "" {
+		return who.with("env["+EnvPolicy+"]", "the hash of the test-world policy that lists the fixture", fmt.Sprintf("%q", policy))
+	}
+	data, err := h.ReadFile(filepath.Join(dir, FixturesFile))
+	if err != nil {
+		return who.with("fixtures", "a test-world policy that lists its fixtures", err.Error())
+	}
+	fx, err := ParseFixtures(data)
+	if err != nil {
+		return who.with("fixtures", "a valid fixtures list", err.Error())
+	}
+	return checkUnmarked(cmd, getenv, h, got, name, fx, policy, hash)
+}
+
+// policiesRoot is where the compiled policies are: $SHARNESS_RUNTIME_POLICIES or DefaultRoot.
+func policiesRoot(getenv func(string) string) string {
+	if root := getenv(EnvPolicies); root != "" {
+		return root
+	}
+	return DefaultRoot
+}
+
+// readSession reads project's session record, next to the policies' root (SessionDir beside
+// DefaultRoot); nil, nil when there is none.
+func readSession(h host, root, project string) (*Session, error) {
+	path := SessionPath(filepath.Join(filepath.Dir(root), "sessions"), project)
+	if path == "" {
+		return nil, nil
+	}
+	data, err := h.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	s, err := ParseSession(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Project != project {
+		return nil, fmt.Errorf("%s: the record of project %q", path, s.Project)
+	}
+	return s, nil
+}
+
+// readCodeRecord reads the code record in a policy's folder.
+func readCodeRecord(h host, dir string) (CodeRecord, error) {
+	if dir == "" {
+		return CodeRecord{}, errors.New("no policy folder")
+	}
+	data, err := h.ReadFile(filepath.Join(dir, CodeFile))
+	if err != nil {
+		return CodeRecord{}, err
+	}
+	return ParseCodeRecord(data)
 }
 
 // checkExec decides exec: the process it would start (from --process, or the container's own
@@ -123,6 +303,11 @@ func checkExec(cmd runc.Command, getenv func(string) string, h host) (runc.Hando
 			return runc.Handover{}, r
 		}
 		return ho, nil
+	}
+	// First the networks: any exec (one the policy refuses too) is where a network connected
+	// since the start is seen and cut.
+	if r := checkAttached(cmd, h, want, who); r != nil {
+		return runc.Handover{}, r
 	}
 	if rs := CheckProcess(want, p, Facts{ID: cmd.ID, Strict: strict(h)}); len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
@@ -175,6 +360,11 @@ func checkUpdate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 // refusal for an unmarked container outside strict mode: there is nothing to check it against.
 // who names the container for the refusals of its checks.
 func policyFor(cmd runc.Command, getenv func(string) string, h host, container *specs.Spec) (want *specs.Spec, who Refusal, r *Refusal) {
+	if fixtureOf(container) != "" {
+		// A test fixture has no compiled spec: its create was decided by checkFixture, and its
+		// execs and updates (the model's health check) are the caller's, as an unmarked one's.
+		return nil, Refusal{}, nil
+	}
 	component, policy, marked := Identify(container)
 	if !marked {
 		if !strict(h) {
@@ -186,10 +376,7 @@ func policyFor(cmd runc.Command, getenv func(string) string, h host, container *
 	if component == "" || policy == "" {
 		return nil, who, who.with("marker", "component and policy", fmt.Sprintf("component %q policy %q", component, policy))
 	}
-	root := getenv(EnvPolicies)
-	if root == "" {
-		root = DefaultRoot
-	}
+	root := policiesRoot(getenv)
 	path := PolicyPath(root, policy, component)
 	if rel, err := filepath.Rel(root, path); err != nil || !filepath.IsLocal(rel) {
 		return nil, who, who.with("policy", "a compiled policy under "+root, path)

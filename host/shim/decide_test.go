@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -54,7 +55,11 @@ func (h *fakeHost) Resolve(sources, hooks []string) (map[string]Source, map[stri
 		}
 		x := Source{Path: filepath.Clean(s), Type: fs.ModeDir, FS: 0xEF53}
 		if b := filepath.Base(s); b == "hosts" || b == "hostname" || b == "resolv.conf" || b == "docker-init" {
-			x.Type = 0 // Docker's own files: regular, root's
+			x.Type = 0 // Docker's own files: regular, root's, as Docker writes them for the agent
+			x.Etc = dockerEtc(&specs.Spec{Hostname: "agent", Process: &specs.Process{Env: []string{EnvComponent + "=agent"}}}, "/etc/"+b)
+		}
+		if strings.Contains(s, "_identity-") {
+			x.MountPoint, x.FS = true, tmpfsMagic // as compose makes an identity volume
 		}
 		out[s] = x
 	}
@@ -89,6 +94,44 @@ func (h *fakeHost) Exists(path string) (bool, error) {
 	return h.strict && path == strictFile || !h.noHelper && path == DefaultHelper, nil
 }
 
+// Engine: the record files["engine:<id>"] holds (JSON), else files["engine:*"], as fixtureFiles
+// makes them: the agent as compose attaches it.
+func (h *fakeHost) Engine(id string) (EngineRecord, error) {
+	h.reads = append(h.reads, "engine "+id)
+	raw, ok := h.files["engine:"+id]
+	if !ok {
+		raw, ok = h.files["engine:*"]
+	}
+	if !ok || raw == "none" {
+		return EngineRecord{}, &fs.PathError{Op: "open", Path: "config.v2.json of " + id, Err: fs.ErrNotExist}
+	}
+	var r EngineRecord
+	err := json.Unmarshal([]byte(raw), &r)
+	return r, err
+}
+
+// VolumeLabels: files["volume:<name>"] holds them (JSON); a volume not there has none.
+func (h *fakeHost) VolumeLabels(name string) (map[string]string, error) {
+	h.reads = append(h.reads, "volume "+name)
+	var l map[string]string
+	if raw, ok := h.files["volume:"+name]; ok {
+		return l, json.Unmarshal([]byte(raw), &l)
+	}
+	return nil, nil
+}
+
+func (h *fakeHost) Glob(pattern string) ([]string, error) {
+	h.reads = append(h.reads, "glob "+pattern)
+	var out []string
+	for p := range h.files {
+		if ok, _ := filepath.Match(pattern, p); ok {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func (h *fakeHost) Bundle(root, id string) (string, error) {
 	h.reads = append(h.reads, "state "+id)
 	if b, ok := h.bundles[id]; ok {
@@ -106,13 +149,11 @@ func getenv(name string) string {
 	return ""
 }
 
-// fixture is the compiled agent policy in compiled/, and its marker.
+// fixture is the compiled agent policy of the offline world's stack (compose/world/compiled,
+// which testdata/docker-20.10 was captured from; compiled() in check_test.go), and its marker.
 func fixture(tb testing.TB) (spec *specs.Spec, raw, component, policy string) {
 	tb.Helper()
-	data, err := os.ReadFile("../../compiled/agent/config.json")
-	if err != nil {
-		tb.Fatal(err)
-	}
+	_, data := compiled(tb, "agent")
 	s, err := LoadSpec(data)
 	if err != nil {
 		tb.Fatal(err)
@@ -154,22 +195,75 @@ func fixtureFiles(tb testing.TB) map[string]string {
 	nopolicy.Process.Env = []string{EnvComponent + "=agent", EnvPolicy + "=sha256:" + strings.Repeat("0", 64)}
 	widerProc := *s.Process
 	widerProc.Capabilities = &specs.LinuxCapabilities{Bounding: []string{"CAP_SYS_ADMIN"}, Effective: []string{"CAP_SYS_ADMIN"}}
+	docker := dockerFixture(tb, "agent")
+	dockerID := fixtureFacts(docker).ID
+	session := func(project, workspace, manifest string) string {
+		return encode(tb, Session{Project: project, Policy: policy, Workspace: workspace, Manifest: manifest, Secrets: compile.SecretsRoot})
+	}
 	return map[string]string{
 		PolicyPath(policyRoot, policy, component): raw,
-		"/ok/config.json":                         encode(tb, &ok),
-		"config.json":                             encode(tb, &ok),
-		"/docker/config.json":                     encode(tb, dockerFixture(tb, "agent")),
-		"/unknown/config.json":                    strings.Replace(encode(tb, &ok), "{", `{"x-engine":{"a":1},`, 1),
-		"/plain-unknown/config.json":              strings.Replace(encode(tb, &plain), "{", `{"x-engine":{"a":1},`, 1),
-		"/bundle/config.json":                     raw,
-		"/wide/config.json":                       encode(tb, &wide),
-		"/plain/config.json":                      encode(tb, &plain),
-		"/nopolicy/config.json":                   encode(tb, &nopolicy),
-		"/proc-ok.json":                           encode(tb, s.Process),
-		"/proc-wide.json":                         encode(tb, &widerProc),
-		"/res-ok.json":                            encode(tb, s.Linux.Resources),
-		"/res-wide.json":                          `{"pids":{"limit":-1}}`,
+		"engine:*":                    encode(tb, composeRecord(s, "sharness")),
+		"engine:plain":                encode(tb, EngineRecord{Image: "sha256:" + strings.Repeat("c", 64)}),
+		"engine:" + dockerID:          encode(tb, composeRecord(s, "sharness-e2e")),
+		"/sessions/sharness.json":     session("sharness", compile.WorkspaceRoot, compile.PolicyRoot),
+		"/sessions/sharness-e2e.json": session("sharness-e2e", sourceOf(docker, compile.WorkspaceMount), sourceOf(docker, compile.PolicyMount)),
+		filepath.Join(PolicyDir(policyRoot, policy), CodeFile): encode(tb, testCodeRecord),
+		"/ok/config.json":            encode(tb, &ok),
+		"config.json":                encode(tb, &ok),
+		"/docker/config.json":        encode(tb, dockerFixture(tb, "agent")),
+		"/unknown/config.json":       strings.Replace(encode(tb, &ok), "{", `{"x-engine":{"a":1},`, 1),
+		"/plain-unknown/config.json": strings.Replace(encode(tb, &plain), "{", `{"x-engine":{"a":1},`, 1),
+		"/bundle/config.json":        raw,
+		"/wide/config.json":          encode(tb, &wide),
+		"/plain/config.json":         encode(tb, &plain),
+		"/nopolicy/config.json":      encode(tb, &nopolicy),
+		"/proc-ok.json":              encode(tb, s.Process),
+		"/proc-wide.json":            encode(tb, &widerProc),
+		"/res-ok.json":               encode(tb, s.Linux.Resources),
+		"/res-wide.json":             `{"pids":{"limit":-1}}`,
 	}
+}
+
+// testCodeRecord is what `sharness-ai install` would record: llm's code, by a made-up digest.
+var testCodeRecord = CodeRecord{Components: map[string]Code{
+	"llm": {Image: "sha256:" + strings.Repeat("1", 64), Path: "/sharness-llm", SHA256: "sha256:" + strings.Repeat("2", 64)},
+}}
+
+// composeRecord is what the engine records of a container of want's component as compose makes
+// it in project: each compiled network, internal but egress, labelled by compose and the policy,
+// and each policy volume as <project>_<name>.
+func composeRecord(want *specs.Spec, project string) EngineRecord {
+	policy := want.Annotations[compile.AnnotationPolicy]
+	r := EngineRecord{Image: "sha256:" + strings.Repeat("a", 64), Project: project, Service: want.Annotations[compile.AnnotationComponent]}
+	for _, n := range splitList(want.Annotations[compile.AnnotationNetworks]) {
+		nw := Network{Name: project + "_" + n, ID: strings.Repeat("b", 64), Driver: "bridge", Internal: n != "egress",
+			Labels: map[string]string{labelProject: project, labelComposeNetwork: n, labelPolicy: policy}}
+		if nw.Internal {
+			nw.Options = map[string]string{inhibitIPv4: "true"}
+		}
+		r.Networks = append(r.Networks, nw)
+	}
+	var health []string
+	if json.Unmarshal([]byte(want.Annotations[compile.AnnotationHealth]), &health) == nil && len(health) > 0 {
+		r.Health, r.HealthEvery = append([]string{"CMD"}, health...), time.Second
+	}
+	for _, m := range want.Mounts {
+		if name, ok := policyVolume(m.Source); ok {
+			r.Volumes = append(r.Volumes, Volume{Destination: m.Destination, Name: project + "_" + name,
+				Labels: map[string]string{labelProject: project, labelPolicy: policy}})
+		}
+	}
+	return r
+}
+
+// sourceOf is the source of s's mount at dest.
+func sourceOf(s *specs.Spec, dest string) string {
+	for _, m := range s.Mounts {
+		if m.Destination == dest {
+			return m.Source
+		}
+	}
+	return ""
 }
 
 func TestDecide(t *testing.T) {
@@ -188,7 +282,7 @@ func TestDecide(t *testing.T) {
 		{name: "what Docker wrote", args: []string{"create", "--bundle", "/docker", dockerID}},
 		{name: "a field runtime-spec does not have", args: []string{"create", "--bundle", "/unknown", "abc"},
 			wantField: "config.json", wantMsg: `unknown field "x-engine"`},
-		{name: "an unmarked one passes with it", args: []string{"create", "--bundle", "/plain-unknown", "abc"}},
+		{name: "an unmarked one passes with it", args: []string{"create", "--bundle", "/plain-unknown", "plain"}},
 		{name: "what Docker wrote, under another container's id", args: []string{"create", "--bundle", "/docker", "abc"},
 			wantField: "mounts[/etc/hostname]", wantMsg: "linux.cgroupsPath"},
 		{name: "create -b", args: []string{"create", "-b", "/ok", "abc"}},
@@ -201,7 +295,7 @@ func TestDecide(t *testing.T) {
 			wantField: "restore", wantMsg: "lose its Landlock domain"},
 		{name: "widened create", args: []string{"create", "--bundle", "/wide", "abc"},
 			wantField: "process.capabilities", wantMsg: "sharness-runtime: refused agent: process.capabilities"},
-		{name: "unmarked passes", args: []string{"create", "-b", "/plain", "abc"}},
+		{name: "unmarked passes", args: []string{"create", "-b", "/plain", "plain"}},
 		{name: "unmarked in strict mode", args: []string{"create", "-b", "/plain", "abc"}, strict: true,
 			wantField: "marker", wantMsg: "refused container abc: marker"},
 		{name: "marked without a compiled policy", args: []string{"create", "-b", "/nopolicy", "abc"},
@@ -333,7 +427,7 @@ func TestDecideConfines(t *testing.T) {
 		t.Fatalf("refused: %s", r.Error())
 	}
 	got := act.Spec
-	if got == nil || !slices.Equal(got.Process.Args, []string{HelperMount, d.Encode(), "--", "/sharness-agent"}) {
+	if got == nil || !slices.Equal(got.Process.Args, []string{HelperMount, helperDomain(d).Encode(), "--", "/sharness-agent"}) {
 		t.Fatalf("create: process %v, want it wrapped in the helper", got)
 	}
 	m := got.Mounts[len(got.Mounts)-1]
@@ -474,7 +568,22 @@ func TestDecideResolvesSources(t *testing.T) {
 			claude = m.Source
 		}
 	}
-	h := &fakeHost{files: files, sources: map[string]Source{claude: {Path: "/srv/real/.claude", Type: fs.ModeDir, FS: 0xEF53}}}
+	// The workspace's name is a symbolic link to /srv/real, which the session recorded (resolved).
+	ws := sourceOf(docker, compile.WorkspaceMount)
+	resolved := map[string]Source{}
+	for _, m := range docker.Mounts {
+		if rest, ok := strings.CutPrefix(m.Source, ws); ok && mountKind(m) == "bind" {
+			resolved[m.Source] = Source{Path: "/srv/real" + rest, Type: fs.ModeDir, FS: 0xEF53}
+		}
+	}
+	files = maps.Clone(files)
+	var sess Session
+	if err := json.Unmarshal([]byte(files["/sessions/sharness-e2e.json"]), &sess); err != nil {
+		t.Fatal(err)
+	}
+	sess.Workspace = "/srv/real"
+	files["/sessions/sharness-e2e.json"] = encode(t, sess)
+	h := &fakeHost{files: files, sources: resolved}
 	act, r := decide([]string{"create", "--bundle", "/docker", id}, getenv, h)
 	if r != nil {
 		t.Fatalf("refused: %s", r.Error())
@@ -482,6 +591,12 @@ func TestDecideResolvesSources(t *testing.T) {
 	i := slices.IndexFunc(act.Spec.Mounts, func(m specs.Mount) bool { return m.Destination == "/workspace/.claude" })
 	if i < 0 || act.Spec.Mounts[i].Source != "/srv/real/.claude" {
 		t.Errorf("the handover's .claude mount is %+v, want the resolved source", act.Spec.Mounts[i])
+	}
+	// A protected path that leads out of the recorded workspace is not the session's.
+	resolved[claude] = Source{Path: "/srv/elsewhere/.claude", Type: fs.ModeDir, FS: 0xEF53}
+	if _, r := decide([]string{"create", "--bundle", "/docker", id}, getenv, &fakeHost{files: files, sources: resolved}); r == nil ||
+		!strings.Contains(r.Error(), "mounts[/workspace/.claude]: want source /srv/real/.claude (the session's)") {
+		t.Errorf(".claude leading out of the workspace: %v, want the session's refusal", r)
 	}
 	h = &fakeHost{files: files, sources: map[string]Source{claude: {Path: "/run/docker.sock", Type: fs.ModeSocket, FS: 0x01021994}}}
 	if _, r := decide([]string{"create", "--bundle", "/docker", id}, getenv, h); r == nil ||

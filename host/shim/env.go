@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/keys"
 )
@@ -13,7 +15,7 @@ import (
 // envPrefix marks the variables SHarness's components read their settings from. Security
 // switches among them (llm's extra CA, net's resolver and allowed addresses, the launcher's
 // session length) must come from the policy, not from a compose file (docs/architecture.md, "The
-// runtime shim").
+// runtime shim"; docs/inputs.md).
 const envPrefix = "SHARNESS_AI_"
 
 // goSwitches are the variables the Go runtime and standard library read as security switches in
@@ -22,12 +24,18 @@ const envPrefix = "SHARNESS_AI_"
 // make llm trust a CA of the compose file's choosing, as its UNSAFE switch does) and GODEBUG
 // (which turns off TLS and X.509 checks one by one). Like SHARNESS_AI_ variables, they are
 // allowed only as the compiled spec carries them.
-var goSwitches = []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "GODEBUG"}
+//
+// The same holds for the proxy variables Go's net/http (and curl, git) obey, which would send a
+// component's requests through a proxy of the compose file's choosing, and the dynamic loader's,
+// which would load a library of its choosing into any dynamically linked program the container
+// runs (found by an attack on the running stack: HTTPS_PROXY and LD_PRELOAD passed).
+var goSwitches = []string{"SSL_CERT_FILE", "SSL_CERT_DIR", "GODEBUG",
+	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT"}
 
-// envException is a SHARNESS_AI_ variable no compiled spec carries yet, and the only values it
-// may have. kinds lists the component kinds it may appear in; testWorld marks the offline
-// world's switches (compose/world.yml), refused in strict mode, where the world cannot run
-// anyway (its containers are unmarked).
+// envException is a SHARNESS_AI_ variable whose value the compiled spec cannot carry, and the
+// only values it may have. kinds lists the component kinds it may appear in; testWorld marks a
+// test switch, allowed only where the compiled spec's compile.AnnotationTestEnv lists it (a test
+// world's policy grants it, under the hash; a production policy grants none).
 type envException struct {
 	why       string
 	kinds     []string
@@ -40,10 +48,13 @@ var gatedKinds = []string{"net", "kms", "bash", "fs"}
 
 // envExceptions are the SHARNESS_AI_ variables the compose file (compose/render.go) and the
 // offline world (compose/world.yml) set whose value the compiled spec cannot carry: the person's
-// own inputs at `up`, and the world's test switches. TestEnvExceptions holds the list against
-// what Docker wrote for the stack and the world (testdata/docker-20.10): every entry used, none
-// missing. Each is a gap the policy should close (issue 16, part 4): an edited compose file can
-// still choose these values, within the bounds given here.
+// own inputs at `up`, and the world's throwaway CA, which the world's policy grants to llm (its
+// test_world.llm_ca). net's resolver and allowed addresses are no exception: net reads them from
+// its verified policy (policies/world), and the shim refuses the variables like any other the
+// compiled spec does not set. TestEnvExceptions holds the list against what Docker wrote for the
+// stack and the world (testdata/docker-20.10): every entry used, none missing. The person's inputs
+// are gaps the session record closes (issue 16, part 4): an edited compose file can still choose
+// their values, within the bounds given here.
 var envExceptions = map[string]envException{
 	// Each component refuses a mounted manifest that does not hash to the first or is not signed
 	// by the second (internal/session), so a wrong value stops the stack (TestLauncherRefuses
@@ -68,22 +79,16 @@ var envExceptions = map[string]envException{
 			return v == "" || err == nil && d > 0
 		},
 	},
-	"SHARNESS_AI_NET_RESOLVER": {
-		why:   "the offline world's resolver (compose/world.yml), outside strict mode only",
-		kinds: []string{"net"}, testWorld: true, allows: exactly("10.214.0.10:53"),
-	},
-	"SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS": {
-		why:   "the offline world's two addresses (compose/world.yml), outside strict mode only",
-		kinds: []string{"net"}, testWorld: true, allows: exactly("10.214.0.10,10.214.0.11"),
-	},
-	"SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS": {
-		why:   "the offline world's throwaway CA (testkit/worldca makes one per run), outside strict mode only",
+	compile.EnvLLMUnsafeCA: {
+		why:   "a test world's throwaway CA (testkit/worldca makes one per run), only under a policy whose test_world.llm_ca grants it",
 		kinds: []string{"llm"}, testWorld: true, allows: func(v string) bool { return strings.HasPrefix(v, "-----BEGIN CERTIFICATE-----") },
 	},
 }
 
-func exactly(want string) func(string) bool {
-	return func(v string) bool { return v == want }
+// testEnvGranted says whether the compiled spec lets the person set the test switch name
+// (compile.AnnotationTestEnv, written only for a policy with test_world).
+func testEnvGranted(want *specs.Spec, name string) bool {
+	return slices.Contains(strings.Split(want.Annotations[compile.AnnotationTestEnv], ","), name)
 }
 
 // checkEnv refuses every switch, a SHARNESS_AI_ variable or one of goSwitches (in any letter
@@ -99,7 +104,7 @@ func checkEnv(c *comparison, field string, want, got []string) []Reason {
 			continue
 		}
 		x, ok := envExceptions[name]
-		if ok && (x.kinds == nil || slices.Contains(x.kinds, kind)) && !(x.testWorld && c.facts.Strict) &&
+		if ok && (x.kinds == nil || slices.Contains(x.kinds, kind)) && (!x.testWorld || testEnvGranted(c.want, name)) &&
 			strings.Contains(e, "=") && x.allows(value) {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 // behind each hook. A source or a hook Facts does not describe is refused.
 type Facts struct {
 	ID       string            // the container's id: runc's, which is the engine's
-	Strict   bool              // strict mode (/etc/sharness-ai/strict): the offline world's switches are refused
+	Strict   bool              // strict mode (/etc/sharness-ai/strict); test switches follow the compiled spec, not this
 	Sources  map[string]Source // by the source string the spec gives
 	Programs map[string]string // hook path → the file it runs (readlink), "" when unreadable
 }
@@ -30,6 +30,10 @@ type Source struct {
 	// folder of a filesystem mounted elsewhere too (a bind of a host folder, as a volume with
 	// `type: none, o: bind` makes one), so its name says nothing about what it holds.
 	MountPoint, Bound bool
+	// Etc is, for one of Docker's per-container /etc files (<dockerRoot>/containers/<id>/hosts,
+	// resolv.conf, hostname), what it holds and the settings Docker wrote it from (etcfiles.go);
+	// nil for any other source.
+	Etc *EtcFile
 	// Holds is the engine's socket or state folder (engineState), or the host view (hostViews),
 	// that the source is or holds by device and inode, so that the same folder under another
 	// name, or a volume mounted onto it, is seen; "" if none.

@@ -221,7 +221,55 @@ func resolve(src string, below map[string]int) (Source, int) {
 		}
 		s.Bound = root != "/" || mounts > 1
 	}
+	if s.Type == 0 && etcFileName(real) {
+		s.Etc = readEtc(fd, real)
+	}
 	return s, fd
+}
+
+// etcFileName: p is one of Docker's per-container /etc files,
+// <dockerRoot>/containers/<id>/{hosts,resolv.conf,hostname}.
+func etcFileName(p string) bool {
+	return filepath.Dir(filepath.Dir(p)) == filepath.Join(dockerRoot, "containers") && engineFile(p)
+}
+
+// readEtc reads the file the descriptor fd (O_PATH) opened, through /proc/self/fd, so that it is
+// the file the shim described and not whatever its name holds by now; beside resolv.conf it
+// reads the engine's DNS settings for the container (hostconfig.json, in the same folder) and the
+// host's resolv.conf, Docker's source for a container without a network.
+func readEtc(fd int, name string) *EtcFile {
+	e := &EtcFile{}
+	content, err := readSmall("/proc/self/fd/"+strconv.Itoa(fd), name)
+	if err != nil {
+		return &EtcFile{Err: err.Error()}
+	}
+	e.Content = string(content)
+	if filepath.Base(name) != "resolv.conf" {
+		return e
+	}
+	cfg := filepath.Join(filepath.Dir(name), "hostconfig.json")
+	data, err := readSmall(cfg, cfg)
+	if err != nil {
+		return &EtcFile{Err: err.Error()}
+	}
+	d, err := ParseEngineDNS(data)
+	if err != nil {
+		return &EtcFile{Err: err.Error()}
+	}
+	e.Engine = &d
+	if host, err := readSmall("/etc/resolv.conf", "/etc/resolv.conf"); err == nil {
+		e.Host = string(host)
+	}
+	return e
+}
+
+func readSmall(path, name string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, err)
+	}
+	defer f.Close()
+	return readCapped(f, maxEtcFile, name)
 }
 
 // mountOf reads the host's mount table (/proc/self/mountinfo: the shim runs in the host's mount
@@ -268,3 +316,17 @@ func fileType(mode uint32) fs.FileMode {
 	}
 	return fs.ModeIrregular
 }
+
+// Engine reads the record under $SHARNESS_RUNTIME_DOCKER_ROOT (dockerd's --data-root) or Docker's
+// default, /var/lib/docker.
+func (osHost) Engine(id string) (EngineRecord, error) {
+	root := os.Getenv(EnvDockerRoot)
+	if root == "" {
+		root = dockerRoot
+	}
+	return engineRecord(osHost{}, root, id)
+}
+
+func (osHost) Glob(pattern string) ([]string, error) { return filepath.Glob(pattern) }
+
+func (osHost) VolumeLabels(name string) (map[string]string, error) { return volumeLabels(name) }

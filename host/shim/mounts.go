@@ -148,6 +148,8 @@ func (c *comparison) engineMountAllowed(field, dest string, e engineMount, m spe
 			Got: "source " + describe(m.Source, s)}, false
 	case e.init && (s.Type != 0 || s.UID != 0 || s.Perm&0o022 != 0):
 		return Reason{Field: field, Want: "the engine's init, read-only, a file only root may write", Got: "source " + describe(m.Source, s)}, false
+	case e.file:
+		return checkEtcFile(c.want, field, dest, s) // what Docker wrote into it (etcfiles.go)
 	}
 	return Reason{}, true
 }
@@ -187,13 +189,12 @@ func (c *comparison) source(field, src string) (Source, Reason, bool) {
 
 // bindSource decides a bind at a listed destination by what its compiled source is. A volume of
 // the policy (compile.VolumeRoot/<name>, compile.IdentityRoot/<role>) must be the compiled
-// source itself (a host without an engine) or the Docker volume of that name, a plain folder of
-// the engine's volume store or a filesystem of its own mounted there (the identity volumes are
-// tmpfs): not another role's volume (its identity socket would be that role's), and not a volume
-// that binds a host folder (driver options `type: none, o: bind`, mounted by the engine at the
-// volume's folder). Any other compiled source is a host folder the person picks at
-// `up` (the workspace, the manifest, kms's secrets): any host folder, but not the engine's
-// volumes or files. Which host folder is not bound yet (issue 16, part 5).
+// source itself (a host without an engine) or the Docker volume of that name, and that volume
+// must be what compose makes of it (volumeShape): not another role's volume (its identity socket
+// would be that role's), and not a volume with driver options of its own (a bind of a host
+// folder, an overlayfs over one, a disk). Any other compiled source is a host folder the person
+// picks at `up` (the workspace, the manifest, kms's secrets): any host folder, but not the
+// engine's volumes or files. Which host folder is not bound yet (issue 16, part 5).
 func (c *comparison) bindSource(field string, w, m specs.Mount) (Reason, bool) {
 	s, r, ok := c.source(field, m.Source)
 	if !ok {
@@ -203,13 +204,68 @@ func (c *comparison) bindSource(field string, w, m specs.Mount) (Reason, bool) {
 	vol, isDockerVolume := dockerVolume(s.Path)
 	switch {
 	case isVolume && s.Path == w.Source:
-	case isVolume && (!isDockerVolume || !strings.HasSuffix(vol, "_"+volume) || s.Bound):
-		return Reason{Field: field, Want: "the volume <project>_" + volume + ", a plain folder of the engine's",
+	case isVolume && (!isDockerVolume || !strings.HasSuffix(vol, "_"+volume)):
+		return Reason{Field: field, Want: "the volume <project>_" + volume + ", " + volumeShapeText(w.Source),
 			Got: "source " + describe(m.Source, s) + mountPointNote(s)}, false
-	case !isVolume && below(s.Path, dockerRoot):
+	case isVolume:
+		if what, ok := volumeShape(w.Source, s); !ok {
+			return Reason{Field: field, Want: "the volume " + vol + ", " + volumeShapeText(w.Source), Got: "source " + describe(m.Source, s) + ": " + what}, false
+		}
+	case below(s.Path, dockerRoot):
 		return Reason{Field: field, Want: "a host folder", Got: "source " + describe(m.Source, s) + " (the engine's)"}, false
 	}
 	return Reason{}, true
+}
+
+// volumeShape: what compose makes of a policy volume, and nothing else. An identity volume
+// (compile.IdentityRoot) is a tmpfs of its own (compose/render.go gives it driver options type
+// tmpfs), one mount of its own filesystem; every other policy volume (the audit and gate
+// volumes) is a plain local volume, a folder of the volume store on its disk, not a mount. The
+// local driver mounts whatever its driver options say at the volume's folder: a bind of a host
+// folder (type none, o bind), an overlayfs whose lower layer is a host folder (type overlay), a
+// disk; each is a mount there, and refused. It returns what the volume is when it refuses.
+func volumeShape(compiled string, s Source) (string, bool) {
+	tmpfs := strings.HasPrefix(compiled, compile.IdentityRoot+"/")
+	switch {
+	case s.Bound:
+		return "a bind of a host folder (a volume with driver options)", false
+	case tmpfs && s.MountPoint && s.FS == tmpfsMagic:
+		return "", true
+	case tmpfs && s.MountPoint:
+		return "a mount of " + fsName(s.FS) + " (a volume with driver options)", false
+	case tmpfs:
+		return "a plain folder, not a tmpfs of its own", false
+	case s.MountPoint:
+		return "a mount of its own, of " + fsName(s.FS) + " (a volume with driver options)", false
+	}
+	return "", true
+}
+
+func volumeShapeText(compiled string) string {
+	if strings.HasPrefix(compiled, compile.IdentityRoot+"/") {
+		return "a tmpfs of its own"
+	}
+	return "a plain folder of the engine's, not a mount"
+}
+
+// tmpfsMagic is statfs's f_type for tmpfs.
+const tmpfsMagic = 0x01021994
+
+// fsName names the filesystems a refusal is likeliest to meet, else gives the magic number.
+func fsName(magic int64) string {
+	switch magic {
+	case tmpfsMagic:
+		return "tmpfs"
+	case 0x794C7630:
+		return "overlayfs"
+	case 0xEF53:
+		return "ext4"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683E:
+		return "btrfs"
+	}
+	return fmt.Sprintf("filesystem 0x%x", magic)
 }
 
 // hostViews are the host's kernel and device trees: bound into a container they show the host's

@@ -13,6 +13,9 @@ import (
 type Refusal struct {
 	Container, Component, Policy string
 	Reasons                      []Reason
+	// Cut: the running container is already wider than its policy (a network connected after it
+	// started), so the shim kills it as well as refusing the command.
+	Cut bool
 }
 
 // Reason is one way a spec is wider than its policy, or one thing the shim could not read. Field

@@ -23,6 +23,11 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	ho, r := decide(args, getenv, osHost{ctx: ctx, runc: path})
 	if r != nil {
+		if r.Cut {
+			if err := runc.Kill(ctx, path, cmd.Root, cmd.ID); err != nil {
+				r.Reasons = append(r.Reasons, Reason{Field: "cut", Want: "the container killed", Got: err.Error()})
+			}
+		}
 		report(r, cmd.Log, cmd.LogFormat, time.Now(), stderr)
 		return r
 	}

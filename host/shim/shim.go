@@ -19,31 +19,48 @@
 // policy's Landlock domain (through the helper, host/shim/restrict), and the bind sources are
 // handed to runc resolved; every error on the way is a refusal.
 //
+// A component's container is also held to what the engine and the session say of it
+// (checkBelonging, identity.go, session.go): the code recorded for it at install, the networks its
+// compiled edges name, its own project's volumes, its compiled health check, and its project's
+// session record (the policy, host folders and inputs the person gave at `up`). An unmarked
+// container is refused when it is a component (its image or code), sits on a SHarness network or
+// volume (by name or host path), binds the engine's state, or joins a SHarness container's
+// namespaces; a test fixture its policy lists is held to that and to no host path.
+//
 // What it does not guarantee:
-//   - The identity is the container's own claim (annotations, else its environment). A container
-//     that claims another component gets that component's policy, so it is bounded by the widest
-//     component of the installed manifest, not by its own; a container that claims nothing is not
-//     checked at all unless strict mode is on. Anyone with the Docker API can name runc instead,
-//     even where this runtime is the default.
+//   - The agent's code is the caller's: a container that claims to be the agent runs under the
+//     agent's (narrowest) policy whatever its image. Anyone with the Docker API can name runc
+//     instead, even where this runtime is the default; nothing but the engine's own access control
+//     (who may reach its socket, or an authorisation plugin) stops that.
+//   - A network connected to a running component is seen at its next exec, which is refused and
+//     the container killed: every component's compiled health check execs every second
+//     (CheckHealth), so it stays attached for up to about a second. A container that claims no
+//     component, connected to a SHarness network after it started, is not seen at all.
+//   - Any image may claim a listed fixture's name (fixtures' images are not recorded).
 //   - The config.json it checks is read again by runc (an exec's process is not: runc gets the
 //     checked bytes in a memfd): it must live where only root writes (containerd's bundles do).
 //     runc mounts bind sources by the names the shim resolved, later: a folder on such a name
 //     renamed in between (by whoever may write its parent) is not seen (see osHost.Resolve).
-//   - Which host folder a host-folder mount (the workspace, the manifest, kms's secrets) binds is
-//     not bound to the session: any folder passes that is not the engine's state, not the host's
-//     /proc, /sys or /dev, a folder or a regular file on a disk filesystem, and reached without a
-//     symbolic link below another bind source. What such a folder holds (a socket, a mount the
-//     host made below it) is not looked into. A policy volume must be a plain Docker volume named
-//     <project>_<name>: another project's volume of that name passes.
+//   - A host-folder bind (the workspace, the manifest, kms's secrets) must be the session's folder
+//     as the host resolves it; what that folder holds (a socket, a mount the host made below it)
+//     is not looked into.
+//   - Docker's /etc files hold only what the compiled stack makes Docker write (etcfiles.go), but
+//     a hosts line may give the container's own hostname any address, and on a host whose
+//     resolver Docker reads from elsewhere (systemd-resolved's) net's and the launcher's
+//     resolv.conf, the host's copy, is compared with /etc/resolv.conf and refused (fails closed).
 //   - Environment: the switches it compares are SHARNESS_AI_* and the Go runtime's (goSwitches).
 //     envExceptions lets through, within bounds, what no compiled spec can carry yet: the policy
 //     hash or key the person supplies (so an edited compose file can mount another manifest and
 //     name its hash), the operator's approval key, the gate's timeout, and, outside strict mode,
 //     the offline world's three test switches. Every other variable is the image's and the
 //     caller's.
-//   - Code is compared only where the policy pins subject.code_sha256 (CheckCode), and then only
-//     the entrypoint's file: no image digest, and nothing the entrypoint loads or executes. The
-//     agent's command, an exec's command and every working folder are the caller's.
+//   - Code is compared by the entrypoint's file alone (the code record, and subject.code_sha256
+//     where a policy pins it): nothing the entrypoint loads or executes, and no other file of the
+//     image. An unmarked container is compared by its image id, its entrypoint and the files at
+//     the components' entrypoint paths: a component's binary copied elsewhere in an image of one's
+//     own and run by another name is not recognised (it has no policy volume, network or key). The
+//     agent's command and its execs, and every working folder, are the caller's; an exec into
+//     another component may run only its compiled health check.
 //   - runc's own flags are read only for what they change in the process or the resources: the
 //     other flags runc accepts on a create, run or restore (--no-pivot, --no-new-keyring,
 //     --preserve-fds, restore's --lsm-profile) pass unexamined, and a restore's checkpoint image

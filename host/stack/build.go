@@ -27,19 +27,19 @@ func Build(m *pbp.Manifest, manifest, out, runtime string) (compile.Artefacts, e
 	return compose.Build(m, compose.Options{Runtime: runtime, PolicyDir: policyDir})
 }
 
-// CheckCompiled refuses, naming each file on w, if the compose file or compiled/ in the working
-// folder differ from what m (at the path manifest) compiles to: what compile --check does.
-func CheckCompiled(m *pbp.Manifest, manifest string, w io.Writer) error {
-	files, err := Build(m, manifest, ".", "sharness")
+// CheckCompiled refuses, naming each file on w, if the compose file or compiled/ in the folder dir
+// differ from what m (at the path manifest) compiles to: what compile -o dir --check does.
+func CheckCompiled(m *pbp.Manifest, manifest, dir string, w io.Writer) error {
+	files, err := Build(m, manifest, dir, "sharness")
 	if err != nil {
 		return err
 	}
-	drift, err := artefact.Check(".", files, compile.Dir)
+	drift, err := artefact.Check(dir, files, compile.Dir)
 	if err != nil {
 		return err
 	}
 	for _, d := range drift {
-		fmt.Fprintf(w, "drift: %s: %s\n", d.Path, d.Reason)
+		fmt.Fprintf(w, "drift: %s: %s\n", filepath.Join(dir, d.Path), d.Reason)
 	}
 	if len(drift) > 0 {
 		return refused{fmt.Errorf("%d compiled files drifted from the manifest: nothing started; run sharness-ai compile", len(drift))}

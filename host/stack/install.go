@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,6 +137,11 @@ func syncDir(dir string) error {
 func sameTree(dir string, files map[string][]byte) (bool, error) {
 	if _, err := os.Lstat(dir); err != nil {
 		return false, err
+	}
+	// The code record is this machine's, rewritten by every install (RecordCode), not compiled.
+	if code, err := os.ReadFile(filepath.Join(dir, shim.CodeFile)); err == nil {
+		files = maps.Clone(files)
+		files[shim.CodeFile] = code
 	}
 	drift, err := artefact.Check(dir, files, ".")
 	return err == nil && len(drift) == 0, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sharness-ai/sharness/host/engine"
 	"github.com/sharness-ai/sharness/policies/pbp"
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 )
 
 func defaultPolicy(t *testing.T) *pbp.Manifest {
@@ -57,46 +58,53 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// fakeProject is a project's containers and networks on an engine that answers Down's and
-// Status's commands, and records them.
+// fakeProject is a project's containers, networks and volumes on a fake engine (e), whose
+// compose plugin answers ps and down; downAt is how many API requests came before compose down.
 type fakeProject struct {
-	ps    []string // compose ps lines
-	cs    []engine.Container
-	nets  []string
-	vols  []string
-	calls []string
+	ps     []string // compose ps lines
+	e      *enginetest.Engine
+	downAt int
+}
+
+// onEngine is project demo's cs, nets and vols (other_ ones are another project's) on a fake
+// engine, labelled as compose labels them.
+func onEngine(cs []engine.Container, nets, vols []string) *enginetest.Engine {
+	e := &enginetest.Engine{}
+	label := func(name string) map[string]string {
+		project, _, _ := strings.Cut(name, "_")
+		return map[string]string{"com.docker.compose.project": strings.Split(project, "-")[0]}
+	}
+	for _, c := range cs {
+		l := label(c.Name)
+		l["com.docker.compose.service"], l["com.docker.compose.oneoff"] = c.Service, map[bool]string{true: "True", false: "False"}[c.OneOff]
+		e.Containers = append(e.Containers, enginetest.Container{ID: c.ID, Name: c.Name, State: c.State, Labels: l, Runtime: "sharness"})
+	}
+	for _, n := range nets {
+		e.Networks = append(e.Networks, enginetest.Network{Name: n, Labels: label(n)})
+	}
+	for _, v := range vols {
+		e.Volumes = append(e.Volumes, enginetest.Volume{Name: v, Labels: label(v)})
+	}
+	return e
 }
 
 func (f *fakeProject) run(_ context.Context, c engine.Command) error {
 	a := c.Args
-	f.calls = append(f.calls, strings.Join(a[:min(2, len(a))], " "))
 	switch {
 	case a[0] == "compose" && slices.Contains(a, "ps"):
 		fmt.Fprint(c.Stdout, strings.Join(f.ps, "\n"))
 	case a[0] == "compose" && slices.Contains(a, "down"):
+		f.downAt = len(f.e.Requests())
+		f.e.Lock()
+		defer f.e.Unlock()
 		held := false
-		f.cs = slices.DeleteFunc(f.cs, func(c engine.Container) bool { held = held || c.OneOff; return !c.OneOff })
+		f.e.Containers = slices.DeleteFunc(f.e.Containers, func(c enginetest.Container) bool {
+			oneOff := c.Labels["com.docker.compose.oneoff"] == "True"
+			held = held || oneOff
+			return !oneOff
+		})
 		if !held {
-			f.nets = nil
-		}
-	case a[0] == "inspect":
-		fmt.Fprintln(c.Stdout, "sharness")
-	case a[0] == "ps":
-		for _, ct := range f.cs {
-			fmt.Fprintf(c.Stdout, "%s\t%s\t%s\t%s\t%v\n", ct.ID, ct.Name, ct.State, ct.Service, map[bool]string{true: "True"}[ct.OneOff])
-		}
-	case a[0] == "stop":
-	case a[0] == "rm":
-		f.cs = slices.DeleteFunc(f.cs, func(ct engine.Container) bool { return slices.Contains(a, ct.ID) })
-	case a[0] == "network" && a[1] == "ls":
-		fmt.Fprint(c.Stdout, strings.Join(f.nets, "\n"))
-	case a[0] == "network" && a[1] == "rm":
-		f.nets = slices.DeleteFunc(f.nets, func(n string) bool { return slices.Contains(a, n) })
-	case a[0] == "volume" && a[1] == "ls":
-		for _, v := range f.vols {
-			if strings.HasPrefix(v, "demo_") && (strings.HasPrefix(a[3], "label=") || strings.HasPrefix(v, strings.TrimPrefix(a[3], "name="))) {
-				fmt.Fprintln(c.Stdout, v)
-			}
+			f.e.Networks = nil
 		}
 	default:
 		return fmt.Errorf("docker %s: not faked", strings.Join(a, " "))
@@ -107,14 +115,12 @@ func (f *fakeProject) run(_ context.Context, c engine.Command) error {
 // TestDown: the run agent and the networks it holds, which compose's down leaves, are removed;
 // the agent is stopped before compose stops the rest; the volumes are kept and listed.
 func TestDown(t *testing.T) {
-	f := &fakeProject{
-		cs: []engine.Container{{ID: "c1", Name: "demo-kms-1", State: "running", Service: "kms"},
-			{ID: "c2", Name: "demo-agent-run-1a2b", State: "running", Service: "agent", OneOff: true}},
-		nets: []string{"demo_edge-agent-bash", "demo_edge-agent-fs", "demo_edge-agent-llm", "demo_edge-agent-net"},
-		vols: []string{"demo_audit-kms", "demo_gate-fs", "other_audit-kms"},
-	}
+	f := &fakeProject{e: onEngine([]engine.Container{{ID: "c1", Name: "demo-kms-1", State: "running", Service: "kms"},
+		{ID: "c2", Name: "demo-agent-run-1a2b", State: "running", Service: "agent", OneOff: true}},
+		[]string{"demo_edge-agent-bash", "demo_edge-agent-fs", "demo_edge-agent-llm", "demo_edge-agent-net"},
+		[]string{"demo_audit-kms", "demo_gate-fs", "other_audit-kms"})}
 	var progress bytes.Buffer
-	p := Project{Engine: engine.With(f.run), Name: "demo", Progress: &progress}
+	p := Project{Engine: f.e.Start(t, f.run), Name: "demo", Progress: &progress}
 	d, err := p.Down(context.Background(), DownOptions{})
 	if err != nil {
 		t.Fatalf("Down: %v\n%s", err, progress.String())
@@ -123,23 +129,28 @@ func TestDown(t *testing.T) {
 	if diff := cmp.Diff(want, d); diff != "" {
 		t.Errorf("Down (-want +got):\n%s", diff)
 	}
-	if i, j := slices.Index(f.calls, "stop --time"), slices.Index(f.calls, "compose -p"); i < 0 || j < i {
-		t.Errorf("the run agent was not stopped before compose's down: %q", f.calls)
+	reqs := f.e.Requests()
+	if i := slices.Index(reqs, "POST /containers/c2/stop?t=10"); i < 0 || f.downAt < i+1 {
+		t.Errorf("the run agent was not stopped before compose's down (after request %d): %q", f.downAt, reqs)
 	}
-	if len(f.cs) > 0 || len(f.nets) > 0 {
-		t.Errorf("left: %v, %q", f.cs, f.nets)
+	f.e.Lock()
+	cs, nets := f.e.Containers, f.e.Networks
+	f.e.Unlock()
+	if len(cs) > 0 || len(nets) > 0 {
+		t.Errorf("left: %v, %v", cs, nets)
 	}
 
-	if _, err := (Project{Engine: engine.With(f.run), Name: ""}).Down(context.Background(), DownOptions{}); err == nil {
+	if _, err := (Project{Engine: f.e.Start(t, f.run), Name: ""}).Down(context.Background(), DownOptions{}); err == nil {
 		t.Error("Down of no project name went on: its label filter would not name one project")
 	}
 }
 
 // TestRunning: the services with a running container, run containers included, by label.
 func TestRunning(t *testing.T) {
-	f := &fakeProject{cs: []engine.Container{{ID: "1", Name: "demo-kms-1", State: "running", Service: "kms"},
-		{ID: "2", Name: "demo-net-1", State: "exited", Service: "net"}, {ID: "3", Name: "demo-agent-run-1", State: "running", Service: "agent", OneOff: true}}}
-	got, err := Project{Engine: engine.With(f.run), Name: "demo"}.Running(context.Background())
+	e := onEngine([]engine.Container{{ID: "1", Name: "demo-kms-1", State: "running", Service: "kms"},
+		{ID: "2", Name: "demo-net-1", State: "exited", Service: "net"}, {ID: "3", Name: "demo-agent-run-1", State: "running", Service: "agent", OneOff: true},
+		{ID: "4", Name: "other-kms-1", State: "running", Service: "kms"}}, nil, nil)
+	got, err := Project{Engine: e.Start(t, nil), Name: "demo"}.Running(context.Background())
 	if err != nil || !cmp.Equal(got, map[string]bool{"kms": true, "agent": true}) {
 		t.Errorf("Running = %v, %v", got, err)
 	}

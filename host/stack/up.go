@@ -23,6 +23,7 @@ type UpOptions struct {
 	Agent   string        // a local image to run as the agent ("": the compose file's)
 	Timeout time.Duration // how long every container may take to be running and healthy
 	Poll    time.Duration // how often to ask compose how the containers are (0: every second)
+	Env     []string      // more environment for compose, after the process's (SessionEnv)
 }
 
 // NotReady is Up's refusal when the services it started did not all become ready: why, and the
@@ -47,7 +48,7 @@ const logTail = 20
 // It returns p as started: with o.Agent, its Files end with the agent's compose file, which is
 // kept for the person to start the agent with, and removed when Up fails.
 func (p Project) Up(ctx context.Context, o UpOptions) (_ Project, err error) {
-	env := withPolicyHash(p.Policy.Hash)
+	env := append(withPolicyHash(p.Policy.Hash), o.Env...)
 	if o.Agent != "" {
 		override, err := p.agentOverride(ctx, AgentService, o.Agent)
 		if err != nil {

@@ -51,7 +51,7 @@ func main() {
 	flag.StringVar(&cfg.kms, "kms", cmp.Or(os.Getenv("SHARNESS_AI_LLM_KMS"), "https://kms:8443"), "kms's base URL (env SHARNESS_AI_LLM_KMS)")
 	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on llm's own volume (env "+audit.EnvDir+")")
 	// By environment only: a file would need a mount the compiled policy does not list.
-	cfg.unsafeCA = os.Getenv("SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS")
+	cfg.unsafeCA = os.Getenv(pbp.EnvLLMUnsafeCA)
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -78,12 +78,19 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("refusing to start: secret filter: %w", err)
 	}
+	// Only a test world's policy lets the extra CA in (test_world.llm_ca, under the hash): under a
+	// production policy the upstream chains to the system's roots alone, whatever the compose
+	// file sets.
+	if cfg.unsafeCA != "" && !m.TestWorld.LLMCAFromEnv() {
+		return fmt.Errorf("refusing to start: %s is set, and policy %s does not grant it (want test_world.llm_ca: %s, got %s): a production policy trusts the system's roots alone",
+			pbp.EnvLLMUnsafeCA, m.Hash, pbp.LLMCAFromEnvironment, grantOf(m))
+	}
 	pool, err := netdial.Roots(cfg.unsafeCA)
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	if cfg.unsafeCA != "" {
-		log.Warn("UNSAFE: the upstream may chain to an extra CA (SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS); this is for an offline test world only")
+		log.Warn("UNSAFE: the upstream may chain to an extra CA (" + pbp.EnvLLMUnsafeCA + ", granted by the policy's test_world.llm_ca); this is for an offline test world only")
 	}
 	src, err := mtls.Source(ctx) // llm has no way out without its identity: fail closed
 	if err != nil {
@@ -128,6 +135,17 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	log.Info("sharness-llm serving", "policy", m.Hash, "listen", cfg.listen, "upstream", rules.Upstream().String(),
 		"net", cfg.net, "kms", cfg.kms, "key_cache", rules.KeyCache().String(), "redact", rules.Redact(), "budget", rules.Budget())
 	return serve.Until(ctx, srv, ln, 30*time.Second)
+}
+
+// grantOf says what m's test_world.llm_ca is, for a refusal.
+func grantOf(m *pbp.Manifest) string {
+	switch {
+	case m.TestWorld == nil:
+		return "no test_world (a production policy)"
+	case m.TestWorld.LLMCA == "":
+		return "a test_world without llm_ca"
+	}
+	return "llm_ca: " + m.TestWorld.LLMCA
 }
 
 // peerOfKind names the one component of kind k that self has an edge to.

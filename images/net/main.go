@@ -35,7 +35,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/sharness-ai/sharness/images/net/approval"
@@ -52,11 +51,9 @@ import (
 type config struct {
 	policyDir          string
 	listen, mtlsListen string
-	resolver           string // ip:port of a DNS server, or "" for the system's
 	upstream           string // http://[user:pass@]host:port of a proxy to chain through
 	brake              string // requests per second per caller / burst
 	conns, connsPer    string // open client connections in all, and per caller
-	unsafeAllowAddrs   string // special addresses a test world may use, comma-separated; never in production
 	auditDir           string // the folder of audit.jsonl, on net's own volume
 	gate               gate.Settings
 }
@@ -65,13 +62,11 @@ func main() {
 	cfg := config{policyDir: session.PolicyDir}
 	flag.StringVar(&cfg.listen, "listen", cmp.Or(os.Getenv("SHARNESS_AI_NET_LISTEN"), ":3128"), "address of the plain proxy listener, for edge callers (env SHARNESS_AI_NET_LISTEN)")
 	flag.StringVar(&cfg.mtlsListen, "mtls-listen", cmp.Or(os.Getenv("SHARNESS_AI_NET_MTLS_LISTEN"), ":3129"), "address of the mTLS proxy and metrics listener (env SHARNESS_AI_NET_MTLS_LISTEN)")
-	flag.StringVar(&cfg.resolver, "resolver", os.Getenv("SHARNESS_AI_NET_RESOLVER"), "DNS server ip:port (env SHARNESS_AI_NET_RESOLVER; default: the system's)")
 	flag.StringVar(&cfg.upstream, "upstream-proxy", os.Getenv("SHARNESS_AI_NET_UPSTREAM_PROXY"), "chain through this http:// proxy (env SHARNESS_AI_NET_UPSTREAM_PROXY)")
 	flag.StringVar(&cfg.brake, "rate-per-caller", cmp.Or(os.Getenv("SHARNESS_AI_NET_RATE_PER_CALLER"), defaultLimits.brake.String()), "the flood brake: each caller's requests per second / burst; over it, 429 (env SHARNESS_AI_NET_RATE_PER_CALLER)")
 	flag.StringVar(&cfg.conns, "conns", cmp.Or(os.Getenv("SHARNESS_AI_NET_CONNS"), strconv.Itoa(defaultLimits.conns)), "open client connections in all, tunnels among them; over it, 503 (env SHARNESS_AI_NET_CONNS)")
 	flag.StringVar(&cfg.connsPer, "conns-per-caller", cmp.Or(os.Getenv("SHARNESS_AI_NET_CONNS_PER_CALLER"), strconv.Itoa(defaultLimits.connsPerCaller)), "open client connections of each caller; over it, 503 (env SHARNESS_AI_NET_CONNS_PER_CALLER)")
 	flag.StringVar(&cfg.auditDir, "audit-dir", cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir), "folder of the audit log, on net's own volume (env "+audit.EnvDir+")")
-	flag.StringVar(&cfg.unsafeAllowAddrs, "unsafe-allow-addr-for-tests", os.Getenv("SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"), "exempt exactly these special-range IPs (comma-separated) from refusal, for an offline test world only (env SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS)")
 	cfg.gate.Flags(flag.CommandLine, os.Getenv)
 	flag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -90,6 +85,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if c.Kind != pbp.KindNet {
 		return fmt.Errorf("refusing to start: component %s is kind %s, not %s", c.Name, c.Kind, pbp.KindNet)
+	}
+	if err := retiredSwitches(os.Getenv, m); err != nil {
+		return err
 	}
 	rules, err := egress.Compile(c.Business.Net)
 	if err != nil {
@@ -143,22 +141,24 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		}
 	}
 	// Rate buckets for everyone with an edge into net: only they get past edgeCaller and mTLS.
-	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), resolve.New(cfg.resolver, lim.dns).Lookup, up, lim, log)
+	// The resolver and the exempt addresses are a test world's, from the verified policy alone
+	// (pbp.TestWorld): a production policy names neither, and the system's resolver is asked.
+	resolver := ""
+	if a, ok := m.TestWorld.ResolverAddr(); ok {
+		resolver = a.String()
+		log.Warn("UNSAFE: names resolve through the test world's DNS server (the policy's test_world.resolver); this is for an offline test world only", "resolver", resolver)
+	}
+	s := newServer(rules, c.AcceptFrom, edgeCaller(m, c.Name), resolve.New(resolver, lim.dns).Lookup, up, lim, log)
 	s.audit = record
 	if s.ask, err = approval.Open(cfg.gate, c.Name, m.Hash, rules, s.conns.Stop, log); err != nil {
 		return fmt.Errorf("refusing to start: approval gate in %s: %w", cfg.gate.Dir, err)
 	}
-	// Exact addresses only: a range or a name would exempt more than a test world needs. An
-	// IPv4-mapped address counts as its IPv4 address, the form resolve compares.
-	if cfg.unsafeAllowAddrs != "" {
+	// Exact addresses only (Load refused ranges and names): a test world's own containers.
+	if addrs := m.TestWorld.Addrs(); len(addrs) > 0 {
 		s.unsafeAllowAddrs = map[netip.Addr]bool{}
-		for _, f := range strings.Split(cfg.unsafeAllowAddrs, ",") {
-			a, err := netip.ParseAddr(strings.TrimSpace(f))
-			if err != nil || a.Zone() != "" || s.unsafeAllowAddrs[a.Unmap()] {
-				return fmt.Errorf("refusing to start: unsafe-allow-addr-for-tests: %q is not an IP address without a zone, or is given twice", f)
-			}
-			s.unsafeAllowAddrs[a.Unmap()] = true
-			log.Warn("UNSAFE: a special-range address is exempt from refusal; this is for an offline test world only", "addr", a.Unmap().String())
+		for _, a := range addrs {
+			s.unsafeAllowAddrs[a] = true
+			log.Warn("UNSAFE: a special-range address is exempt from refusal (the policy's test_world.allow_addrs); this is for an offline test world only", "addr", a.String())
 		}
 	}
 	log.Info("sharness-net serving", "policy", m.Hash, "listen", cfg.listen, "mtls", tlsConf != nil, "audit", record != nil, "gate_dir", cfg.gate.Dir)
@@ -173,6 +173,25 @@ func edgeCaller(m *pbp.Manifest, self string) func(netip.Addr) (string, bool) {
 		e, ok := m.EdgeOf(a)
 		return e.From, ok && e.To == self
 	}
+}
+
+// retiredEnv are the variables that once set net's resolver and exempt addresses; the policy's
+// test_world sets them now. net refuses to start with either set (to anything, even the policy's
+// own value), rather than leave a person believing the variable did something.
+var retiredEnv = []string{"SHARNESS_AI_NET_RESOLVER", "SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS"}
+
+// retiredSwitches refuses a retired variable set in the environment, naming what takes its place.
+func retiredSwitches(getenv func(string) string, m *pbp.Manifest) error {
+	for _, name := range retiredEnv {
+		if v := getenv(name); v != "" {
+			where := "policy " + m.Hash + " has no test_world, so it is a production policy: net resolves through the system and exempts no address"
+			if m.TestWorld != nil {
+				where = "policy " + m.Hash + "'s test_world sets them"
+			}
+			return fmt.Errorf("refusing to start: %s is %q: net takes its resolver and exempt addresses from the verified policy alone (test_world.resolver, test_world.allow_addrs), and %s", name, v, where)
+		}
+	}
+	return nil
 }
 
 // peerCaller names an mTLS connection's caller: the component whose SPIFFE ID its verified

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,49 +15,75 @@ import (
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
-// TestUnsafeAllowAddrsList: -unsafe-allow-addr-for-tests takes a comma-separated list of exact
-// addresses, warns once per address at start, and refuses to start on anything else in it.
-func TestUnsafeAllowAddrsList(t *testing.T) {
-	dir := "../../policies/testdata/full"
+// worldPolicy copies the full test policy into a folder of its own, with test_world appended
+// (none when tw is ""), and returns the folder and its hash.
+func worldPolicy(t *testing.T, tw string) (string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("../../policies/testdata/full")); err != nil {
+		t.Fatal(err)
+	}
+	if tw != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "manifest.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("test_world:\n  reason: a unit test\n" + tw); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
 	m, err := pbp.Load(os.DirFS(dir), "manifest.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("SHARNESS_AI_POLICY_HASH", m.Hash)
-	t.Setenv("SHARNESS_AI_COMPONENT", "net")
+	return dir, m.Hash
+}
+
+// TestTestWorldSwitches: net exempts exactly the addresses its verified policy's test_world
+// lists, warning once per address, and resolves through its resolver; a production policy
+// exempts none. Either retired variable, set to anything, stops net under either policy.
+func TestTestWorldSwitches(t *testing.T) {
 	t.Setenv(mtls.EnvEndpointSocket, "")
+	t.Setenv("SHARNESS_AI_COMPONENT", "net")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // run returns once it has started
+	world := "  resolver: 127.0.0.1:5353\n  allow_addrs: [10.214.0.10, fd00::1]\n"
 	tests := []struct {
-		name, list string
-		warned     []string // the addr of each UNSAFE warning, in order
-		wantErr    string
+		name, world string
+		env         map[string]string
+		warned      []string // the addr or resolver of each UNSAFE warning, in order
+		wantErr     []string
 	}{
-		{"unset", "", nil, ""},
-		{"one", "10.214.0.10", []string{"10.214.0.10"}, ""},
-		{"the world and the model", "10.214.0.10,10.214.0.11", []string{"10.214.0.10", "10.214.0.11"}, ""},
-		{"spaces around entries", " 10.214.0.10 , 10.214.0.11", []string{"10.214.0.10", "10.214.0.11"}, ""},
-		{"IPv6", "fd00::1,10.214.0.10", []string{"fd00::1", "10.214.0.10"}, ""},
-		{"mapped IPv4 is its IPv4", "::ffff:10.214.0.10", []string{"10.214.0.10"}, ""},
-		{"empty entry", "10.214.0.10,", nil, `"" is not an IP address`},
-		{"only a comma", ",", nil, `"" is not an IP address`},
-		{"a range", "10.214.0.0/24", nil, `"10.214.0.0/24" is not an IP address`},
-		{"a name", "world.sharness.test", nil, "is not an IP address"},
-		{"with a port", "10.214.0.10:443", nil, "is not an IP address"},
-		{"short form", "127.1", nil, "is not an IP address"},
-		{"leading zero", "010.214.0.10", nil, "is not an IP address"},
-		{"zone", "fe80::1%eth0", nil, "is not an IP address without a zone"},
-		{"twice", "10.214.0.10,10.214.0.10", nil, `"10.214.0.10" is not an IP address without a zone, or is given twice`},
-		{"twice, once mapped", "10.214.0.10,::ffff:10.214.0.10", nil, "or is given twice"},
+		{name: "a production policy", warned: nil},
+		{name: "a test world", world: world, warned: []string{"127.0.0.1:5353", "10.214.0.10", "fd00::1"}},
+		{name: "a test world with only a reason", world: "  llm_ca: environment\n", warned: nil},
+		{name: "the retired address switch under a production policy", env: map[string]string{"SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS": "169.254.169.254"},
+			wantErr: []string{`SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS is "169.254.169.254"`, "has no test_world, so it is a production policy"}},
+		{name: "the retired resolver switch under a production policy", env: map[string]string{"SHARNESS_AI_NET_RESOLVER": "203.0.113.7:53"},
+			wantErr: []string{`SHARNESS_AI_NET_RESOLVER is "203.0.113.7:53"`, "has no test_world"}},
+		{name: "the retired address switch under a test world, even with its own value", world: world,
+			env:     map[string]string{"SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS": "10.214.0.10"},
+			wantErr: []string{`SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS is "10.214.0.10"`, "'s test_world sets them"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := config{policyDir: dir, listen: "127.0.0.1:0", mtlsListen: "127.0.0.1:0", unsafeAllowAddrs: tt.list}
+			dir, hash := worldPolicy(t, tt.world)
+			t.Setenv("SHARNESS_AI_POLICY_HASH", hash)
+			for _, k := range retiredEnv {
+				t.Setenv(k, tt.env[k])
+			}
+			cfg := config{policyDir: dir, listen: "127.0.0.1:0", mtlsListen: "127.0.0.1:0"}
 			var buf logBuf
 			err := run(ctx, cfg, slog.New(slog.NewJSONHandler(&buf, nil)))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), "refusing to start: unsafe-allow-addr-for-tests") || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Errorf("error = %v, want a refusal containing %q", err, tt.wantErr)
+			if tt.wantErr != nil {
+				if err == nil {
+					t.Fatalf("net started; want a refusal containing %q", tt.wantErr)
+				}
+				for _, w := range append([]string{"refusing to start: "}, tt.wantErr...) {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error = %v, want it to contain %q", err, w)
+					}
 				}
 				return
 			}
@@ -65,9 +92,9 @@ func TestUnsafeAllowAddrsList(t *testing.T) {
 			}
 			var warned []string
 			for _, line := range strings.Split(strings.TrimSpace(buf.buf.String()), "\n") {
-				var l struct{ Level, Msg, Addr string }
+				var l struct{ Level, Msg, Addr, Resolver string }
 				if json.Unmarshal([]byte(line), &l) == nil && l.Level == "WARN" && strings.HasPrefix(l.Msg, "UNSAFE") {
-					warned = append(warned, l.Addr)
+					warned = append(warned, l.Addr+l.Resolver)
 				}
 			}
 			if diff := cmp.Diff(tt.warned, warned); diff != "" {

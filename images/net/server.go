@@ -78,7 +78,7 @@ type server struct {
 	// variable reaches it.
 	unsafeAllowLoopbackForTests bool
 	// unsafeAllowAddrs are the special-range addresses an offline test world may use
-	// (SHARNESS_AI_NET_UNSAFE_ALLOW_ADDR_FOR_TESTS): the demo and e2e world and its offline
+	// (the verified policy's test_world.allow_addrs): the demo and e2e world and its offline
 	// model live on private addresses. Every other special address stays refused; net logs a
 	// warning per address at start.
 	unsafeAllowAddrs map[netip.Addr]bool

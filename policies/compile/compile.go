@@ -31,7 +31,7 @@ func SeccompPath(component string) string { return path.Join(Dir, component, "se
 // SpecPath names a component's OCI runtime spec.
 func SpecPath(component string) string { return path.Join(Dir, component, "config.json") }
 
-// Compile makes every component's seccomp profile and OCI spec.
+// Compile makes every component's seccomp profile and OCI spec, and a test world's fixtures.json.
 func Compile(m *pbp.Manifest) (Artefacts, error) {
 	out := Artefacts{}
 	for _, c := range m.Components {
@@ -49,6 +49,13 @@ func Compile(m *pbp.Manifest) (Artefacts, error) {
 		}
 		out[SpecPath(c.Name)] = append(raw, '\n')
 		out[SeccompPath(c.Name)] = docker
+	}
+	fx, err := fixtures(m)
+	if err != nil {
+		return nil, err
+	}
+	if fx != nil {
+		out[FixturesPath] = fx
 	}
 	return out, nil
 }

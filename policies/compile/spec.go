@@ -7,13 +7,16 @@
 package compile
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/sharness-ai/sharness/policies/landlock"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -25,6 +28,18 @@ const (
 	// AnnotationCodeSHA256 is subject.code_sha256, when the policy pins it: the runtime shim
 	// refuses a container whose entrypoint's binary has another hash.
 	AnnotationCodeSHA256 = "ai.sharness.code-sha256"
+	// AnnotationNetworks lists, comma-separated, the networks the component joins by their compose
+	// names (pbp.Manifest.Networks): the runtime shim refuses a container on any other.
+	AnnotationNetworks = "ai.sharness.networks"
+	// AnnotationExec is the JSON list of the only commands (each an argv) the runtime shim lets
+	// an exec run in a component that is not an app: its health check (HealthCommand), so that
+	// `docker exec` cannot start a second instance of the component with flags of its own.
+	AnnotationExec = "ai.sharness.exec"
+	// AnnotationHealth is the JSON argv of the component's health check (HealthCommand), the
+	// agent's included: the runtime shim refuses a container the engine would not health-check
+	// with it at least every second, since each check is an exec at which the shim sees a network
+	// connected since the start (docs/architecture.md, "The runtime shim").
+	AnnotationHealth = "ai.sharness.health"
 )
 
 // VolumeRoot is where a host engine without named volumes (topology A) keeps them.
@@ -64,7 +79,7 @@ func Spec(m *pbp.Manifest, c *pbp.Component, seccomp *specs.LinuxSeccomp) (*spec
 	s := &specs.Spec{Version: specs.Version}
 	for _, opt := range []SpecOpt{
 		withRoot, withProcess(m, c), withMounts(c), withSessionMounts(m, c), withNamespaces,
-		withResources(c), withHardening(c), withSeccomp(seccomp), withAnnotations(m, c), withLandlock(m, c),
+		withResources(c), withHardening(c), withSeccomp(seccomp), withAnnotations(m, c), withLandlock(m, c), withTestWorld(m, c),
 	} {
 		if err := opt(s); err != nil {
 			return nil, fmt.Errorf("component %s: %w", c.Name, err)
@@ -120,17 +135,36 @@ func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 // SHARNESS_AI_FS_URL, SHARNESS_AI_FS_MCP), as NAME=value, sorted. The compiled spec carries it,
 // so that the runtime shim holds the compose file (compose/render.go sets the same) to it.
 func EdgeEnv(m *pbp.Manifest, c *pbp.Component) []string {
-	var env []string
+	var env, direct []string
+	proxied := false
 	for _, e := range m.Edges {
 		to := m.Component(e.To)
+		if e.From == c.Name && to != nil && to.Kind != pbp.KindNet {
+			direct = append(direct, to.Name)
+		}
 		switch {
 		case e.From != c.Name || to == nil:
+		case to.Kind == pbp.KindNet && c.Kind != pbp.KindLLM:
+			// A caller of net reaches the outside world through it, as every HTTP client
+			// expects; the variables are switches (a proxy of the compose file's choosing), so
+			// the compiled spec carries them and the shim refuses any other value. llm is the
+			// exception: it tunnels through net's mutual-TLS port only.
+			proxy := fmt.Sprintf("http://%s:%d", to.Name, ProxyPort)
+			for _, k := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
+				env = append(env, k+"="+proxy)
+			}
+			proxied = true
 		case to.Kind == pbp.KindBash:
 			env = append(env, fmt.Sprintf("SHARNESS_AI_BASH_MCP=http://%s:%d/mcp", to.Name, BashPort))
 		case to.Kind == pbp.KindFS:
 			env = append(env, fmt.Sprintf("SHARNESS_AI_FS_URL=http://%s:%d", to.Name, FSPort),
 				fmt.Sprintf("SHARNESS_AI_FS_MCP=http://%s:%d/mcp", to.Name, FSPort))
 		}
+	}
+	if proxied && len(direct) > 0 {
+		// The component's other edges are reached directly: through net they would be refused.
+		slices.Sort(direct)
+		env = append(env, "NO_PROXY="+strings.Join(direct, ","), "no_proxy="+strings.Join(direct, ","))
 	}
 	slices.Sort(env)
 	return env
@@ -303,6 +337,7 @@ func withAnnotations(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 	return func(s *specs.Spec) error {
 		s.Annotations = map[string]string{
 			AnnotationComponent: c.Name, AnnotationPolicy: m.Hash, AnnotationKind: string(c.Kind),
+			AnnotationNetworks: strings.Join(m.Networks(c), ","),
 		}
 		if c.CodeSHA256 != "" {
 			if len(c.Entrypoint) == 0 {
@@ -310,8 +345,44 @@ func withAnnotations(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 			}
 			s.Annotations[AnnotationCodeSHA256] = c.CodeSHA256
 		}
+		if c.Kind != pbp.KindApp {
+			s.Annotations[AnnotationExec] = ExecCommands(m, c)
+		}
+		if h := HealthCommand(m, c); h != nil {
+			b, _ := json.Marshal(h) // a list of strings always encodes
+			s.Annotations[AnnotationHealth] = string(b)
+		}
 		return nil
 	}
+}
+
+// HealthCommand is the argv of a component's health check, which the compose file gives Docker
+// (compose/render.go) and the runtime shim lets an exec run (AnnotationExec), or nil for a
+// component without one. bash and fs serve /healthz on the loopback and their binary asks it
+// (internal/healthz); the launcher's binary checks its sockets. Every other component with a
+// container-wide Landlock domain (net, llm, kms, the agent) runs the Landlock helper's own check
+// (landlock.HealthArg): that the container's domain can be entered by an exec.
+func HealthCommand(m *pbp.Manifest, c *pbp.Component) []string {
+	switch {
+	case (c.Kind == pbp.KindBash || c.Kind == pbp.KindFS) && len(c.Entrypoint) > 0:
+		return []string{c.Entrypoint[0], "health"}
+	case c == m.Launcher():
+		return []string{"/sharness-launcher", "health"}
+	case c.Landlock != "" && c.Landlock != landlock.PerCommand:
+		return []string{landlock.HelperPath, landlock.HealthArg}
+	}
+	return nil
+}
+
+// ExecCommands is AnnotationExec's value: the JSON list of HealthCommand, or [] when there is
+// none. Its encoding is the standard library's: the shim decodes it strictly.
+func ExecCommands(m *pbp.Manifest, c *pbp.Component) string {
+	list := [][]string{}
+	if h := HealthCommand(m, c); h != nil {
+		list = append(list, h)
+	}
+	b, _ := json.Marshal(list) // a list of lists of strings always encodes
+	return string(b)
 }
 
 func ensureLinux(s *specs.Spec) *specs.Linux {

@@ -31,6 +31,16 @@ import (
 const Annotation = "ai.sharness.landlock"
 
 // Modes, as pbp's process.landlock spells them.
+// HelperPath is where the runtime shim binds the Landlock helper into a confined container
+// (host/shim.HelperMount), and HealthArg the argument that makes it a health check: run by an
+// exec, it enters the container's domain (the shim wraps every exec in it) and exits 0. A
+// component with no health command of its own uses it (compile.HealthCommand), so that the
+// engine execs into every confined container every second and the shim sees its networks again.
+const (
+	HelperPath = "/.sharness-landlock"
+	HealthArg  = "-health"
+)
+
 const (
 	Enforce    = "enforce"     // refuse to start below MinABI
 	BestEffort = "best_effort" // apply what the kernel has

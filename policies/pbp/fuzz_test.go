@@ -65,6 +65,10 @@ func FuzzDecodeManifest(f *testing.F) {
 	}
 	f.Add([]byte("pbp: 1\nkind: manifest\n"))
 	f.Add([]byte("{pbp: 1, kind: manifest, name: x, trust_domain: t, layers: [], components: {}}"))
+	if full, err := fs.ReadFile(fsys, "manifest.yaml"); err == nil {
+		f.Add(append(full, "test_world:\n  reason: r\n  resolver: 10.0.0.1:53\n  allow_addrs: [10.0.0.1, fd00::1]\n  llm_ca: environment\n  fixtures: {world: {networks: [egress]}}\n"...))
+		f.Add(append(full, "test_world: {reason: r, allow_addrs: ['::ffff:10.0.0.1'], resolver: '[fe80::1%eth0]:53'}\n"...))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := pbp.LoadBytes(fsys, "manifest.yaml", data)
 		if err != nil {
@@ -87,9 +91,32 @@ func FuzzDecodeManifest(f *testing.F) {
 	})
 }
 
-// checkGuarantees asserts what every accepted component promises the compiler.
+// checkGuarantees asserts what every accepted component promises the compiler, and what an
+// accepted test_world promises net and llm: exact addresses, a resolver with a port, fixtures on
+// the egress network alone and named apart from the components.
 func checkGuarantees(t *testing.T, m *pbp.Manifest) {
 	t.Helper()
+	if w := m.TestWorld; w != nil {
+		if w.Reason == "" {
+			t.Fatal("test_world without a reason")
+		}
+		if a, ok := w.ResolverAddr(); w.Resolver != "" && (!ok || a.Port() == 0 || a.String() != w.Resolver) {
+			t.Fatalf("test_world.resolver %q accepted as %v %v", w.Resolver, a, ok)
+		}
+		if addrs := w.Addrs(); len(addrs) != len(w.AllowAddrs) {
+			t.Fatalf("test_world.allow_addrs %q: %d parse", w.AllowAddrs, len(addrs))
+		}
+		for name, fx := range w.Fixtures {
+			if m.Component(name) != nil || len(fx.Networks) == 0 {
+				t.Fatalf("fixture %s: %+v", name, fx)
+			}
+			for _, n := range fx.Networks {
+				if n != pbp.EgressNetwork {
+					t.Fatalf("fixture %s on network %s", name, n)
+				}
+			}
+		}
+	}
 	for _, c := range m.Components {
 		switch {
 		case !c.NoNewPrivs:

@@ -25,6 +25,7 @@ type Manifest struct {
 	Components  []*Component // sorted by name
 	Edges       []Edge       // sorted
 	Layers      []LayerRef   // as the manifest lists them
+	TestWorld   *TestWorld   // nil for a production policy (testworld.go)
 }
 
 // Component returns the named component, or nil.
@@ -89,7 +90,10 @@ func LoadBytes(fsys fs.FS, name string, data []byte) (*Manifest, error) {
 	if err := checkManifest(d, &md); err != nil {
 		return nil, err
 	}
-	m := &Manifest{Name: md.Name, TrustDomain: md.TrustDomain, Layers: md.Layers}
+	if err := checkTestWorld(d, md.TestWorld, md.Components); err != nil {
+		return nil, err
+	}
+	m := &Manifest{Name: md.Name, TrustDomain: md.TrustDomain, Layers: md.Layers, TestWorld: md.TestWorld}
 	if m.Hash, err = Digest(d.Value()); err != nil {
 		return nil, err
 	}

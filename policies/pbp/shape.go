@@ -119,7 +119,7 @@ func shapeManifest(d *strictyaml.Document, md *ManifestDoc) error {
 			return d.ErrAt(f+".to", "%q is not a component name", e.To)
 		}
 	}
-	return nil
+	return shapeTestWorld(d, md.TestWorld)
 }
 
 // shapeLayer checks a layer's single values: what the merger checks of each value on its own,

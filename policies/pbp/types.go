@@ -39,6 +39,9 @@ type ManifestDoc struct {
 	Layers      []LayerRef              `yaml:"layers" json:"layers"`
 	Components  map[string]ComponentRef `yaml:"components" json:"components"`
 	Edges       []Edge                  `yaml:"edges,omitempty" json:"edges,omitempty"`
+	// TestWorld marks a test world's policy (testworld.go); a manifest without it is a
+	// production policy, under which every test switch is refused.
+	TestWorld *TestWorld `yaml:"test_world,omitempty" json:"test_world,omitempty"`
 }
 
 // LayerRef names a layer file by its path (relative to the manifest) and its own hash.

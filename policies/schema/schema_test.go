@@ -44,7 +44,7 @@ func yamlFiles(t testing.TB, dir string) []string {
 // corpus is every policy file the agreement is checked on: the default policy and all test data,
 // valid and invalid, whatever exists when the test runs.
 func corpus(t testing.TB) []string {
-	return append(yamlFiles(t, filepath.Join(policiesDir, "default")), yamlFiles(t, filepath.Join(policiesDir, "testdata"))...)
+	return slices.Concat(yamlFiles(t, filepath.Join(policiesDir, "default")), yamlFiles(t, filepath.Join(policiesDir, "world")), yamlFiles(t, filepath.Join(policiesDir, "testdata")))
 }
 
 func TestSchemaCompiles(t *testing.T) {
@@ -88,7 +88,7 @@ func TestComponentNamePattern(t *testing.T) {
 }
 
 func TestValidPoliciesValidate(t *testing.T) {
-	files := append(yamlFiles(t, filepath.Join(policiesDir, "default")), yamlFiles(t, filepath.Join(policiesDir, "testdata", "full"))...)
+	files := slices.Concat(yamlFiles(t, filepath.Join(policiesDir, "default")), yamlFiles(t, filepath.Join(policiesDir, "world")), yamlFiles(t, filepath.Join(policiesDir, "testdata", "full")))
 	if len(files) < 4 {
 		t.Fatalf("found only %v", files)
 	}
@@ -102,7 +102,7 @@ func TestValidPoliciesValidate(t *testing.T) {
 		}
 	}
 	// They are valid for the loader too, so this test is about the schema, not the fixtures.
-	for _, dir := range []string{"default", "testdata/full"} {
+	for _, dir := range []string{"default", "world", "testdata/full"} {
 		if _, err := pbp.Load(os.DirFS(filepath.Join(policiesDir, dir)), "manifest.yaml"); err != nil {
 			t.Errorf("%s: %v", dir, err)
 		}
@@ -231,6 +231,23 @@ policy:
 	{"unknown layer reference is later", strings.Replace(minimalManifest, "layers: [L0-os]", "layers: [L3-nope]", 1), true},
 	{"forbidden capability is later", strings.Replace(minimalLayer, "max_pids: 64", "capabilities: [CAP_SYS_ADMIN]", 1), true},
 	{"egress for any kind is later", minimalLayer + "  network: {egress: true}\n", true},
+	{"a test world", minimalManifest + "test_world:\n  reason: r\n  resolver: 10.0.0.1:53\n  allow_addrs: [10.0.0.1]\n  llm_ca: environment\n  fixtures: {world: {networks: [egress]}}\n", true},
+	{"a test world with a reason alone", minimalManifest + "test_world: {reason: r}\n", true},
+	{"a test world's bad address is later", minimalManifest + "test_world: {reason: r, allow_addrs: [10.0.0.0/8]}\n", true},
+	{"a test world's bad resolver is later", minimalManifest + "test_world: {reason: r, resolver: world}\n", true},
+	{"a fixture named as a component is later", minimalManifest + "test_world: {reason: r, fixtures: {agent: {networks: [egress]}}}\n", true},
+	{"a test world without a reason", minimalManifest + "test_world: {resolver: 10.0.0.1:53}\n", false},
+	{"a test world with an empty reason", minimalManifest + "test_world: {reason: \"\"}\n", false},
+	{"a test world with an unknown field", minimalManifest + "test_world: {reason: r, unsafe: true}\n", false},
+	{"a test world with no addresses", minimalManifest + "test_world: {reason: r, allow_addrs: []}\n", false},
+	{"a test world with an address twice", minimalManifest + "test_world: {reason: r, allow_addrs: [10.0.0.1, 10.0.0.1]}\n", false},
+	{"a test world's CA from a file", minimalManifest + "test_world: {reason: r, llm_ca: /etc/ca.pem}\n", false},
+	{"a test world with no fixtures", minimalManifest + "test_world: {reason: r, fixtures: {}}\n", false},
+	{"a fixture on an edge network", minimalManifest + "test_world: {reason: r, fixtures: {world: {networks: [edge-agent-net]}}}\n", false},
+	{"a fixture on no network", minimalManifest + "test_world: {reason: r, fixtures: {world: {networks: []}}}\n", false},
+	{"a fixture on egress twice", minimalManifest + "test_world: {reason: r, fixtures: {world: {networks: [egress, egress]}}}\n", false},
+	{"a fixture with a bad name", minimalManifest + "test_world: {reason: r, fixtures: {World: {networks: [egress]}}}\n", false},
+	{"a fixture with an unknown field", minimalManifest + "test_world: {reason: r, fixtures: {world: {networks: [egress], ip: 10.0.0.1}}}\n", false},
 	// Shape failures: both reject.
 	{"unknown field", minimalLayer + "  procss: {}\n", false},
 	{"unknown top-level field", minimalManifest + "extra: 1\n", false},

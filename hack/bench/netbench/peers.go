@@ -187,8 +187,9 @@ func startStdlib(cfg config, self string, w *world, userCopy bool) (*peer, error
 }
 
 // netPolicy writes the bench's manifest: the default policy's layers, net allowing the agent
-// to reach the origin's name on its three ports, and one edge, agent → net, so the agent's edge
-// subnet is 10.213.0.0/24. It locks the layer hashes with sharness-ai and returns the folder
+// to reach the origin's name on its three ports, one edge, agent → net, so the agent's edge
+// subnet is 10.213.0.0/24, and a test_world that gives net the bench's DNS server and exempts the
+// origin's loopback address (net takes both from its policy alone). It locks the layer hashes with sharness-ai and returns the folder
 // and the policy hash.
 func netPolicy(cfg config, w *world) (string, string, error) {
 	dir := filepath.Join(cfg.work, "policy")
@@ -231,7 +232,11 @@ components:
     layers: [L0-os, L1-static-go, L3-agent]
 edges:
   - {from: agent, to: net}
-`, zero)
+test_world:
+  reason: netbench's origin and DNS server, on the loopback
+  resolver: %[2]q
+  allow_addrs: [%[3]q]
+`, zero, w.dns, w.addr.String())
 	mf := filepath.Join(dir, "manifest.yaml")
 	if err := errors.Join(os.WriteFile(lf, []byte(layer), 0o644),
 		os.WriteFile(mf, []byte(manifest), 0o644)); err != nil {
@@ -274,8 +279,7 @@ func startNet(cfg config, name, policy, hash string, w *world, extra ...string) 
 	env := []string{"SHARNESS_AI_POLICY_HASH=" + hash, "SHARNESS_AI_COMPONENT=net"}
 	args := append([]string{"unshare", "--mount", "--propagation", "private", "--",
 		"/bin/sh", "-c", netInNamespace, "sh", policy,
-		cfg.net, "-listen", addr, "-mtls-listen", "127.0.0.1:0", "-resolver", w.dns,
-		"-unsafe-allow-addr-for-tests", w.addr.String()}, extra...)
+		cfg.net, "-listen", addr, "-mtls-listen", "127.0.0.1:0"}, extra...)
 	return p, startProcess(cfg, p, env, nil, args...)
 }
 

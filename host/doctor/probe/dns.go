@@ -54,14 +54,15 @@ func DNSLeak(ctx context.Context, env Env, image string) doctor.Live {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
-		env.Engine.RemoveContainer(ctx, name) // --rm removes it unless the run was interrupted
+		env.Engine.RemoveContainer(ctx, name) // Run removes it, unless the engine stopped answering
 		env.Engine.RemoveNetwork(ctx, name)
 	}()
 	query := token + probeZone
 	err = env.Engine.Run(ctx, engine.RunSpec{Name: name, Image: image, Network: name, DNS: "127.0.0.1",
 		Entrypoint: "/bin/busybox", Args: []string{"nslookup", query}})
-	// nslookup fails (nothing resolves the name): only whether its query left matters. Exit
-	// codes 125 and up are docker's own (the container did not run), or the run was killed.
+	// nslookup fails (nothing resolves the name): only whether its query left matters. An error
+	// without an exit code is the engine's own (the container did not run); codes 125 and up are
+	// not nslookup's answer (busybox could not run it, or the container was killed).
 	var exit interface{ ExitCode() int }
 	if err != nil && (!errors.As(err, &exit) || exit.ExitCode() < 1 || exit.ExitCode() >= 125) {
 		return doctor.Live{Ran: true, Err: fmt.Errorf("run the probe container: %w", err)}

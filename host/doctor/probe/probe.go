@@ -35,7 +35,8 @@ func Host(d *engine.Docker) Env {
 	return Env{Engine: d.Brief(callTimeout), ReadFile: os.ReadFile, Landlock: landlockABI, MemfdSecret: memfdSecret, Listen: net.ListenPacket}
 }
 
-// callTimeout bounds each docker call: an engine that hangs is reported, not waited on.
+// callTimeout bounds each engine call (an API call, a compose command): an engine that hangs is
+// reported, not waited on.
 const callTimeout = 30 * time.Second
 
 // Gather collects the facts of the host; with live it also runs DNSLeak. Facts.KMS and
@@ -119,7 +120,7 @@ func Stack(ctx context.Context, d *engine.Docker, project, supplied string) doct
 		s.Err = fmt.Errorf("%w: its launcher is %s", doctor.ErrNoStack, state)
 		return s
 	}
-	var logs bytes.Buffer // the launcher logs to stderr, which docker logs replays on stderr
+	var logs bytes.Buffer // the launcher logs to stderr, which ContainerLogs writes with its stdout
 	if err := d.ContainerLogs(ctx, id, &logs); err != nil {
 		s.Err = err
 		return s

@@ -6,56 +6,44 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/sharness-ai/sharness/host/doctor"
 	"github.com/sharness-ai/sharness/host/engine"
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 )
 
-// What Engine 20.10 and compose v2.40.3 print on the machines we build on (trimmed).
-const (
-	versionJSON = `{"Client":{"Version":"28.2.2","ApiVersion":"1.41"},"Server":{"Platform":{"Name":""},"Version":"20.10.24+dfsg1","ApiVersion":"1.41","KernelVersion":"6.18.44"}}`
-	downJSON    = `{"Client":{"Version":"28.2.2","ApiVersion":"1.41"},"Server":null}`
-	infoJSON    = `{"ServerVersion":"20.10.24+dfsg1","CgroupVersion":"1","Runtimes":{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"}},"DefaultRuntime":"runc","SecurityOptions":["name=seccomp,profile=default"]}`
-)
-
-// exitErr is a command that ran and exited with a code, as *exec.ExitError is.
-type exitErr int
-
-func (e exitErr) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
-func (e exitErr) ExitCode() int { return int(e) }
-
-// fakeEnv answers docker calls from a table keyed by the joined arguments and records them.
+// fakeEnv is a host whose engine is a fake Engine API (e) and whose docker CLI answers compose
+// version with compose.
 type fakeEnv struct {
-	mu      sync.Mutex
-	calls   []string
-	answers map[string]func(args []string) ([]byte, error)
+	e       *enginetest.Engine
+	compose string
 	files   map[string]string
 }
 
-func (f *fakeEnv) env() Env {
+func (f *fakeEnv) env(t *testing.T) Env {
+	return f.envOf(f.e.Start(t, f.cli))
+}
+
+func (f *fakeEnv) cli(_ context.Context, c engine.Command) error {
+	if strings.Join(c.Args, " ") != "compose version" {
+		return fmt.Errorf("docker %s: not faked", strings.Join(c.Args, " "))
+	}
+	fmt.Fprint(c.Stdout, f.compose)
+	return nil
+}
+
+func (f *fakeEnv) envOf(d *engine.Docker) Env {
 	return Env{
-		Engine: engine.With(func(_ context.Context, c engine.Command) error {
-			args := c.Args
-			f.mu.Lock()
-			f.calls = append(f.calls, strings.Join(args, " "))
-			f.mu.Unlock()
-			for prefix, answer := range f.answers {
-				if strings.HasPrefix(strings.Join(args, " "), prefix) {
-					out, err := answer(args)
-					c.Stdout.Write(out)
-					return err
-				}
-			}
-			return nil
-		}),
+		Engine: d,
 		ReadFile: func(name string) ([]byte, error) {
 			if s, ok := f.files[name]; ok {
 				return []byte(s), nil
@@ -68,20 +56,14 @@ func (f *fakeEnv) env() Env {
 	}
 }
 
-func says(out string, err error) func([]string) ([]byte, error) {
-	return func([]string) ([]byte, error) { return []byte(out), err }
-}
-
 func TestGather(t *testing.T) {
 	fe := &fakeEnv{
-		answers: map[string]func([]string) ([]byte, error){
-			"version --format json": says(versionJSON, nil),
-			"info --format json":    says(infoJSON, nil),
-			"compose version":       says("Docker Compose version v2.40.3\n", nil),
-		},
-		files: map[string]string{doctor.PathMaxUserNS: "96364\n", doctor.PathResolv: "nameserver 10.255.255.53\n"},
+		e: &enginetest.Engine{Version: "20.10.24+dfsg1", Runtimes: []string{"runc", "io.containerd.runc.v2"}, DefaultRuntime: "runc",
+			SecurityOptions: []string{"name=seccomp,profile=default"}},
+		compose: "Docker Compose version v2.40.3\n",
+		files:   map[string]string{doctor.PathMaxUserNS: "96364\n", doctor.PathResolv: "nameserver 10.255.255.53\n"},
 	}
-	f := Gather(context.Background(), fe.env(), false)
+	f := Gather(context.Background(), fe.env(t), false)
 	want := doctor.Engine{Version: "20.10.24+dfsg1", Runtimes: []string{"io.containerd.runc.v2", "runc"}, DefaultRuntime: "runc", SecurityOptions: []string{"name=seccomp,profile=default"}}
 	if diff := cmp.Diff(want, f.Engine, cmp.Comparer(func(a, b error) bool { return (a == nil) == (b == nil) })); diff != "" {
 		t.Errorf("engine (-want +got):\n%s", diff)
@@ -96,17 +78,21 @@ func TestGather(t *testing.T) {
 		t.Errorf("landlock %v, memfd_secret %v, live %+v", f.LandlockErr, f.MemfdSecretErr, f.Live)
 	}
 
-	// No engine: docker version prints the client's half and fails; nothing else is asked of
-	// the engine, and --live has nothing to probe.
-	fe = &fakeEnv{answers: map[string]func([]string) ([]byte, error){
-		"version": says(downJSON, errors.New("docker version: exit status 1: Cannot connect to the Docker daemon")),
-	}}
-	f = Gather(context.Background(), fe.env(), true)
-	if f.Engine.Version != "" || f.Engine.Err == nil || !strings.Contains(f.Engine.Err.Error(), "Cannot connect") {
+	// No engine at the socket: the version's error says so, and --live has nothing to probe.
+	fe = &fakeEnv{compose: "Docker Compose version v2.40.3\n"}
+	f = Gather(context.Background(), fe.envOf(enginetest.NoEngine(t, fe.cli)), true)
+	if f.Engine.Version != "" || f.Engine.Err == nil || !strings.Contains(f.Engine.Err.Error(), "failed to connect to the docker API") {
 		t.Errorf("engine = %+v, want no version and the reason", f.Engine)
 	}
-	if f.Live.Skip == "" || slices.ContainsFunc(fe.calls, func(c string) bool { return strings.HasPrefix(c, "info") || strings.HasPrefix(c, "network") }) {
-		t.Errorf("live %+v after calls %q: want a skip and no engine calls after version", f.Live, fe.calls)
+	if f.Live.Skip == "" {
+		t.Errorf("live %+v: want a skip", f.Live)
+	}
+
+	// An engine that cannot say its version is asked nothing more.
+	fe = &fakeEnv{e: &enginetest.Engine{}, compose: "Docker Compose version v2.40.3\n"}
+	f = Gather(context.Background(), fe.env(t), true)
+	if f.Engine.Version != "" || f.Engine.Err == nil || f.Live.Skip == "" || !cmp.Equal(fe.e.Requests(), []string{"GET /version"}) {
+		t.Errorf("engine %+v, live %+v after requests %q: want no version, a skip and no request after the version", f.Engine, f.Live, fe.e.Requests())
 	}
 }
 
@@ -137,34 +123,55 @@ func TestDNSLeak(t *testing.T) {
 		name       string
 		leak       bool
 		listenErr  error
-		imageErr   error
-		runErr     error
+		noImage    bool
+		exit       int
+		fail       string // the API call the engine refuses: "create", "start"
 		wantLeak   bool
 		wantSkip   string
 		wantErr    string
 		wantCreate bool
 	}{
-		{name: "leaks", leak: true, runErr: exitErr(1), wantLeak: true, wantCreate: true},
-		{name: "does not leak", runErr: exitErr(1), wantCreate: true},
+		{name: "leaks", leak: true, exit: 1, wantLeak: true, wantCreate: true},
+		{name: "does not leak", exit: 1, wantCreate: true},
 		{name: "nslookup answered", wantCreate: true},
 		{name: "port taken", listenErr: syscall.EADDRINUSE, wantSkip: "127.0.0.1:53"},
-		{name: "no image", imageErr: errors.New("No such image"), wantSkip: "hack/build-images.sh"},
-		{name: "docker failed", runErr: exitErr(125), wantErr: "run the probe container", wantCreate: true},
-		{name: "killed", runErr: exitErr(-1), wantErr: "run the probe container", wantCreate: true},
+		{name: "no image", noImage: true, wantSkip: "hack/build-images.sh"},
+		{name: "engine refused the container", fail: "create", wantErr: "run the probe container", wantCreate: true},
+		{name: "engine could not start it", fail: "start", wantErr: "run the probe container", wantCreate: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var addr string
-			fe := &fakeEnv{answers: map[string]func([]string) ([]byte, error){
-				"image inspect": says("sha256:abc", tc.imageErr),
-				"run": func(args []string) ([]byte, error) {
+			var netsAtCreate []enginetest.Network
+			var ran []enginetest.Created
+			var e *enginetest.Engine
+			e = &enginetest.Engine{
+				Images: []enginetest.Image{{Refs: []string{Image}, ID: "sha256:" + strings.Repeat("a", 64)}},
+				Run: func(c enginetest.Created) int {
+					ran = append(ran, c)
 					if tc.leak {
-						query(t, addr, args[len(args)-1])
+						query(t, addr, c.Cmd[len(c.Cmd)-1])
 					}
 					query(t, addr, "other.example") // the host's own lookups are not leaks
-					return nil, tc.runErr
+					return tc.exit
 				},
-			}}
-			env := fe.env()
+				Hook: func(w http.ResponseWriter, r *http.Request, path string) bool {
+					if r.Method == http.MethodPost && path == "/containers/create" {
+						netsAtCreate = slices.Clone(e.Networks) // the hook runs under e's lock
+					}
+					if tc.fail != "" && r.Method == http.MethodPost && strings.HasPrefix(path, "/containers/") && strings.HasSuffix(path, "/"+tc.fail) {
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(http.StatusInternalServerError)
+						fmt.Fprint(w, `{"message":"OCI runtime create failed"}`)
+						return true
+					}
+					return false
+				},
+			}
+			if tc.noImage {
+				e.Images = nil
+			}
+			fenv := &fakeEnv{e: e}
+			env := fenv.env(t)
 			env.Listen = func(network, a string) (net.PacketConn, error) {
 				if a != "127.0.0.1:53" || tc.listenErr != nil {
 					return nil, errors.Join(tc.listenErr, fmt.Errorf("listen on %s", a))
@@ -185,25 +192,35 @@ func TestDNSLeak(t *testing.T) {
 			if tc.wantErr != "" && (l.Err == nil || !strings.Contains(l.Err.Error(), tc.wantErr)) || tc.wantErr == "" && l.Err != nil {
 				t.Errorf("err %v, want %q", l.Err, tc.wantErr)
 			}
-			// Everything it creates is named sharness-doctor-<random> and removed.
-			i := slices.IndexFunc(fe.calls, func(c string) bool { return strings.HasPrefix(c, "network create") })
+			// Everything it creates is named sharness-doctor-<random>, and removed.
+			reqs := e.Requests()
+			i := slices.IndexFunc(reqs, func(c string) bool { return strings.HasPrefix(c, "POST /containers/create?name=") })
 			if (i >= 0) != tc.wantCreate {
-				t.Fatalf("calls %q: network created = %v, want %v", fe.calls, i >= 0, tc.wantCreate)
+				t.Fatalf("requests %q: container created = %v, want %v", reqs, i >= 0, tc.wantCreate)
 			}
 			if i < 0 {
 				return
 			}
-			name := fe.calls[i][strings.LastIndex(fe.calls[i], " ")+1:]
+			name := strings.TrimPrefix(reqs[i], "POST /containers/create?name=")
 			if !strings.HasPrefix(name, "sharness-doctor-") {
-				t.Errorf("network %q is not named sharness-doctor-*", name)
+				t.Errorf("container %q is not named sharness-doctor-*", name)
 			}
-			for _, want := range []string{"--name " + name + " ", "--network " + name + " ", "--dns 127.0.0.1 "} {
-				if !slices.ContainsFunc(fe.calls, func(c string) bool { return strings.HasPrefix(c, "run ") && strings.Contains(c, want) }) {
-					t.Errorf("no run with %q in %q", want, fe.calls)
-				}
+			if len(netsAtCreate) != 1 || netsAtCreate[0].Name != name || !netsAtCreate[0].Internal || netsAtCreate[0].Labels["ai.sharness.doctor"] != "1" {
+				t.Errorf("networks when the container was created: %+v, want one internal network %s", netsAtCreate, name)
 			}
-			if tail := fe.calls[len(fe.calls)-2:]; !cmp.Equal(tail, []string{"rm -f " + name, "network rm " + name}) {
-				t.Errorf("last calls %q, want the container and the network removed", tail)
+			if want := (enginetest.Created{Name: name, Image: Image, Entrypoint: []string{"/bin/busybox"}, Network: name, DNS: []string{"127.0.0.1"}}); tc.fail == "" &&
+				(len(ran) != 1 || !cmp.Equal(ran[0], want, cmpopts.IgnoreFields(enginetest.Created{}, "Cmd"))) {
+				t.Errorf("ran %+v, want one %+v", ran, want)
+			}
+			e.Lock()
+			left := len(e.Containers) + len(e.Networks)
+			created := e.Containers
+			e.Unlock()
+			if left != 0 {
+				t.Errorf("%d containers and networks left: %+v", left, created)
+			}
+			if tail := reqs[len(reqs)-2:]; !cmp.Equal(tail, []string{"DELETE /containers/" + name + "?force=1", "DELETE /networks/" + name}) {
+				t.Errorf("last requests %q, want the container and the network removed by name", tail)
 			}
 		})
 	}

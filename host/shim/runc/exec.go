@@ -196,3 +196,21 @@ func writeJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// Kill sends SIGKILL to container id's processes (`runc kill --all <id> KILL`): the shim's cut of
+// a container whose attachments changed after it started.
+func Kill(ctx context.Context, runc, root, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, stateTimeout)
+	defer cancel()
+	args := []string{"kill", "--all", id, "KILL"}
+	if root != "" {
+		args = append([]string{"--root", root}, args...)
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, runc, args...)
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("runc kill %s: %w: %s", id, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return nil
+}
