@@ -41,8 +41,9 @@ type host interface {
 	// folder without following any symbolic link.
 	Resolve(sources, hooks []string) (map[string]Source, map[string]string)
 	// Engine is the engine's record of container id and its networks (EngineRecord); an error
-	// is a refusal.
+	// is a refusal. Record is the record alone, the engine not asked: networks by name.
 	Engine(id string) (EngineRecord, error)
+	Record(id string) (EngineRecord, error)
 	// Glob lists the paths matching pattern (filepath.Glob's syntax).
 	Glob(pattern string) ([]string, error)
 	// VolumeLabels are the labels of the engine's volume name.
@@ -149,13 +150,16 @@ func checkBelonging(cmd runc.Command, getenv func(string) string, h host, want, 
 
 // checkAttached holds a running component to its compiled networks again, at each exec (the
 // engine's health checks exec every second): a network connected after the start is seen by no
-// runtime command but this one, and the container is cut (killed) as well as refused.
+// runtime command but this one, and the container is cut (killed) as well as refused. It reads
+// the record alone, without asking the engine: the create judged each network it started on
+// (CheckNetworks), and a network cannot be replaced under the same name while a container is
+// attached, so a name outside the compiled ones is all there is to see.
 func checkAttached(cmd runc.Command, h host, want *specs.Spec, who Refusal) *Refusal {
-	rec, err := h.Engine(cmd.ID)
+	rec, err := h.Record(cmd.ID)
 	if err != nil {
 		return who.with("engine", "the engine's record of the container and its networks", err.Error())
 	}
-	if rs := CheckNetworks(want, rec); len(rs) > 0 {
+	if rs := CheckNetworkNames(want, rec); len(rs) > 0 {
 		r := who.because(append(rs, Reason{Field: "exec", Want: "a container on its compiled networks", Got: "one attached to more since it started: killed"}))
 		r.Cut = true
 		return r

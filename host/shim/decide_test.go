@@ -120,6 +120,15 @@ func (h *fakeHost) VolumeLabels(name string) (map[string]string, error) {
 	return nil, nil
 }
 
+// Record: the record Engine gives, networks by name alone.
+func (h *fakeHost) Record(id string) (EngineRecord, error) {
+	r, err := h.Engine(id)
+	for i, n := range r.Networks {
+		r.Networks[i] = Network{Name: n.Name, ID: n.ID}
+	}
+	return r, err
+}
+
 func (h *fakeHost) Glob(pattern string) ([]string, error) {
 	h.reads = append(h.reads, "glob "+pattern)
 	var out []string

@@ -320,11 +320,19 @@ func fileType(mode uint32) fs.FileMode {
 // Engine reads the record under $SHARNESS_RUNTIME_DOCKER_ROOT (dockerd's --data-root) or Docker's
 // default, /var/lib/docker.
 func (osHost) Engine(id string) (EngineRecord, error) {
-	root := os.Getenv(EnvDockerRoot)
-	if root == "" {
-		root = dockerRoot
+	return engineRecord(osHost{}, recordRoot(), id)
+}
+
+func (osHost) Record(id string) (EngineRecord, error) {
+	r, _, err := readRecord(osHost{}, recordRoot(), id)
+	return r, err
+}
+
+func recordRoot() string {
+	if root := os.Getenv(EnvDockerRoot); root != "" {
+		return root
 	}
-	return engineRecord(osHost{}, root, id)
+	return dockerRoot
 }
 
 func (osHost) Glob(pattern string) ([]string, error) { return filepath.Glob(pattern) }

@@ -122,6 +122,21 @@ func CheckNetworks(want *specs.Spec, r EngineRecord) []Reason {
 	return out
 }
 
+// CheckNetworkNames is CheckNetworks on the record alone: every network the container is on is
+// "none" or <project>_<a compiled network>.
+func CheckNetworkNames(want *specs.Spec, r EngineRecord) []Reason {
+	allowed := splitList(want.Annotations[compile.AnnotationNetworks])
+	var out []Reason
+	for _, n := range r.Networks {
+		name, ok := strings.CutPrefix(n.Name, r.Project+"_")
+		if n.Name == "none" || r.Project != "" && ok && slices.Contains(allowed, name) {
+			continue
+		}
+		out = append(out, Reason{Field: "network[" + n.Name + "]", Want: "one of " + noneIfEmpty(allowed) + " of project " + fmt.Sprintf("%q", r.Project) + " (the compiled edges)", Got: n.Name})
+	}
+	return out
+}
+
 // CheckVolumes holds a component's named volumes to its own project and policy: a policy volume
 // (compile.VolumeRoot/<name>, compile.IdentityRoot/<role>) must be the volume compose made for
 // this container's project, <project>_<name>, labelled with the container's policy, so that
@@ -424,7 +439,7 @@ func namespaceOwner(h host, path string) (string, error) {
 		if id == "" {
 			return "", nil // no container's process (the host's)
 		}
-		rec, err := h.Engine(id)
+		rec, err := h.Record(id)
 		if errors.Is(err, fs.ErrNotExist) {
 			return "", nil
 		}
@@ -442,7 +457,7 @@ func namespaceOwner(h host, path string) (string, error) {
 	}
 	for _, p := range records {
 		id := filepath.Base(filepath.Dir(p))
-		rec, err := h.Engine(id)
+		rec, err := h.Record(id)
 		if err != nil {
 			continue // removed meanwhile, or not a record
 		}

@@ -479,3 +479,23 @@ func plainJoining(netns string) *specs.Spec {
 	s.Linux = &specs.Linux{Namespaces: []specs.LinuxNamespace{{Type: specs.NetworkNamespace, Path: netns}, {Type: specs.PIDNamespace}}}
 	return s
 }
+
+// TestCheckNetworkNames: at an exec the record's names alone decide: the compiled networks of
+// the container's project, and "none", pass; any other name (egress, another project's edge, the
+// default bridge) is a network connected since the start.
+func TestCheckNetworkNames(t *testing.T) {
+	agent, _ := compiled(t, "agent")
+	names := func(project string, ns ...string) EngineRecord {
+		r := EngineRecord{Project: project}
+		for _, n := range ns {
+			r.Networks = append(r.Networks, Network{Name: n})
+		}
+		return r
+	}
+	wantFields(t, CheckNetworkNames(agent, names("p", "p_edge-agent-llm", "p_edge-agent-net")))
+	wantFields(t, CheckNetworkNames(agent, names("p", "none")))
+	wantFields(t, CheckNetworkNames(agent, names("p", "p_edge-agent-llm", "p_egress")), "network[p_egress]")
+	wantFields(t, CheckNetworkNames(agent, names("p", "q_edge-agent-llm")), "network[q_edge-agent-llm]")
+	wantFields(t, CheckNetworkNames(agent, names("p", "bridge")), "network[bridge]")
+	wantFields(t, CheckNetworkNames(agent, names("", "_edge-agent-llm")), "network[_edge-agent-llm]")
+}

@@ -151,15 +151,7 @@ func ParseRecord(data []byte, id string) (EngineRecord, map[string]string, error
 
 // engineRecord reads the record of container id and asks the engine about each of its networks.
 func engineRecord(files runc.Files, root, id string) (EngineRecord, error) {
-	if !runc.ValidID(id) {
-		return EngineRecord{}, fmt.Errorf("engine record: %q is not a container id", id)
-	}
-	path := filepath.Join(root, "containers", id, "config.v2.json")
-	data, err := files.ReadFile(path)
-	if err != nil {
-		return EngineRecord{}, fmt.Errorf("engine record: %w", err)
-	}
-	r, nets, err := ParseRecord(data, id)
+	r, nets, err := readRecord(files, root, id)
 	if err != nil {
 		return EngineRecord{}, err
 	}
@@ -173,6 +165,7 @@ func engineRecord(files runc.Files, root, id string) (EngineRecord, error) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), engineAsk)
 	defer cancel()
+	r.Networks = nil // described by the engine below
 	for name, nid := range nets {
 		ref := nid
 		if ref == "" {
@@ -197,6 +190,27 @@ func engineRecord(files runc.Files, root, id string) (EngineRecord, error) {
 		r.Volumes[i].Labels = res.Volume.Labels
 	}
 	return r, nil
+}
+
+// readRecord reads the record of container id without asking the engine anything: the networks
+// come by name (and id where the engine has one), without their labels or options.
+func readRecord(files runc.Files, root, id string) (EngineRecord, map[string]string, error) {
+	if !runc.ValidID(id) {
+		return EngineRecord{}, nil, fmt.Errorf("engine record: %q is not a container id", id)
+	}
+	data, err := files.ReadFile(filepath.Join(root, "containers", id, "config.v2.json"))
+	if err != nil {
+		return EngineRecord{}, nil, fmt.Errorf("engine record: %w", err)
+	}
+	r, nets, err := ParseRecord(data, id)
+	if err != nil {
+		return EngineRecord{}, nil, err
+	}
+	for name, nid := range nets {
+		r.Networks = append(r.Networks, Network{Name: name, ID: nid})
+	}
+	slices.SortFunc(r.Networks, func(a, b Network) int { return strings.Compare(a.Name, b.Name) })
+	return r, nets, nil
 }
 
 // volumeLabels asks the engine for the labels of volume name.
