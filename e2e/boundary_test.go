@@ -43,7 +43,7 @@ func (s *stack) session(ctx context.Context) error {
 // agent's image with its marker removed, a workspace other than the recorded one, a container
 // that claims no component mounting a component's volume (by name or by its host path), the
 // host's root in such a container, a fixture that lies, a proxy for llm, a container in a
-// component's pid namespace, and the agent connected to egress after it started (cut at its next health check, within about a second). As compiled, the agent
+// component's pid or network namespace, and the agent connected to egress after it started (cut at its next health check, within about a second). As compiled, the agent
 // starts.
 func TestShimKnowsWhatRuns(t *testing.T) {
 	requireShim(t)
@@ -197,7 +197,7 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 			t.Errorf("the agent's exit code is %q (%v), want 137 (killed)", code, err)
 		}
 	})
-	t.Run("a-component's-process-namespace", func(t *testing.T) {
+	t.Run("a-component's-namespaces", func(t *testing.T) {
 		// A container that is no component in the agent's pid namespace would see its process.
 		out, err := s.compose(ctx, "run", "--detach", "--no-deps", "agent", "-idle")
 		if err != nil {
@@ -208,6 +208,9 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 		defer exec.Command("docker", "rm", "-f", name).Run()
 		out, err = exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "none", "--pid", "container:"+name, plainImage(t), "/bin/busybox", "true").CombinedOutput()
 		refused(t, out, err, "container", "linux.namespaces.pid", "no namespace of a SHarness container")
+		// And its network namespace: the agent's edges (llm's, in the attack: the way to kms).
+		out, err = exec.CommandContext(ctx, "docker", "run", "--rm", "--network", "container:"+name, plainImage(t), "/bin/busybox", "true").CombinedOutput()
+		refused(t, out, err, "container", "linux.namespaces.network", "no namespace of a SHarness container")
 	})
 }
 
