@@ -142,7 +142,7 @@ func TestModelPath(t *testing.T) {
 			t.Fatalf("docker compose start kms: %v\n%s", err, out)
 		}
 		// A new kms process is a new session identity: the key sealed to the old one is useless
-		// to it, and the person seals again (README: "a restarted kms").
+		// to it, and the person seals again (docs/operator.md, "The model path": "a restarted kms").
 		s.sealKey(ctx, k, sk.secrets, sk.fp)
 		out, err = s.run(ctx, "", "--entrypoint", "/sharness-modelprobe", "agent", "-call", "ok")
 		checkOnlyDoors(t, out, err, []string{"model/call-ok"})

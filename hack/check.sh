@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one gate: formatting, module hygiene (go mod tidy, go mod verify), vet, staticcheck,
 # govulncheck (hack/vulncheck.sh), the committed-artefact drift check, the unit tests with the
-# race detector (golden files, schema agreement, the trust-zone deptests and the README examples
-# are among them), and a report of each component's size. Needs no Docker and no root.
+# race detector (golden files, schema agreement, the trust-zone deptests, the README's and
+# docs/cli.md's examples and the docs' link check are among them), and a report of each
+# component's size. Needs no Docker and no root.
 set -euo pipefail
 # Build with the Go release go.mod's toolchain line names (its security fixes are in what we
 # ship); a GOTOOLCHAIN the caller sets wins.

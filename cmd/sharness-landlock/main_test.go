@@ -68,7 +68,7 @@ func probe(writable, other, allowedAddr, deniedAddr, abstract string) {
 		"exec-copy": exe, "connect-allowed": dial(allowedAddr), "connect-other": dial(deniedAddr),
 		"signal-outside": kind(syscall.Kill(os.Getppid(), 0)), "abstract-outside": unixDial(),
 		// The domain lists no port to bind: a named port is refused (before its owner is asked),
-		// while an ephemeral one (port 0) is not, on this kernel: the README says so.
+		// while an ephemeral one (port 0) is not, on this kernel: docs/shim.md says so.
 		"bind-unlisted": bind(deniedAddr), "bind-ephemeral": bind("127.0.0.1:0")}
 	json.NewEncoder(os.Stdout).Encode(out)
 }

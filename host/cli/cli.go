@@ -21,7 +21,7 @@ import (
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
-// Exit codes, as the README documents them.
+// Exit codes, as docs/cli.md documents them (verb by verb, under "Exit codes").
 const (
 	ExitOK      = 0
 	ExitRefused = 1 // a check failed: drift, a hash or signature mismatch
@@ -62,7 +62,7 @@ func execute(args []string, stdout, stderr io.Writer, d *engine.Docker) int {
 	}
 	root.PersistentFlags().StringVarP(&a.manifest, "file", "f", envOr("SHARNESS_AI_MANIFEST", DefaultManifest), "the manifest (env SHARNESS_AI_MANIFEST)")
 	root.PersistentFlags().BoolVar(&a.asJSON, "json", false, "print machine-readable JSON")
-	root.AddCommand(a.compileCmd(), a.hashCmd(), a.verifyCmd(), a.signCmd(), a.keygenCmd(), a.explainCmd(), a.lockCmd(), a.secretCmd(), a.kmsCmd(), a.doctorCmd(), a.workspaceCmd(), a.installCmd(), a.operatorCmd(), a.pendingCmd(), a.approveCmd(), a.denyCmd(), a.dashboardCmd(), a.auditCmd(), a.recipientCmd(), a.exportCmd(), a.importCmd(), a.upCmd(), a.statusCmd(), a.downCmd(), a.sessionCmd())
+	root.AddCommand(a.compileCmd(), a.hashCmd(), a.diagramCmd(), a.verifyCmd(), a.signCmd(), a.keygenCmd(), a.explainCmd(), a.lockCmd(), a.secretCmd(), a.kmsCmd(), a.doctorCmd(), a.workspaceCmd(), a.installCmd(), a.operatorCmd(), a.pendingCmd(), a.approveCmd(), a.denyCmd(), a.dashboardCmd(), a.auditCmd(), a.recipientCmd(), a.exportCmd(), a.importCmd(), a.upCmd(), a.statusCmd(), a.downCmd(), a.sessionCmd())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)

@@ -9,17 +9,21 @@ import (
 	"testing"
 )
 
-// TestREADMEExamples runs every `$ sharness-ai …` line of the README's console blocks, in order,
-// against a copy of the repository, and compares what it prints (stdout then stderr) with the
-// lines that follow it. In the expected text, <hash> stands for any sha256:<64 hex>, <pin> for a
-// pinned key (ed25519:<base64>), a line "..."
-// for any number of lines, and a last line "[exit N]" for the exit code (0 when absent).
+// TestREADMEExamples runs every `$ sharness-ai …` line of the console blocks of the README and
+// docs/cli.md (where the CLI's examples live since issue 18), in order, against a copy of the
+// repository, and compares what it prints (stdout then stderr) with the lines that follow it.
+// In the expected text, <hash> stands for any sha256:<64 hex>, <pin> for a pinned key
+// (ed25519:<base64>), a line "..." for any number of lines, and a last line "[exit N]" for the
+// exit code (0 when absent).
 func TestREADMEExamples(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var examples []example
+	for _, doc := range []string{"README.md", "docs/cli.md"} {
+		text, err := os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(doc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		examples = append(examples, parseExamples(string(text))...)
 	}
-	examples := parseExamples(string(readme))
 	if len(examples) < 5 {
 		t.Fatalf("found %d README examples; the parser is not finding them", len(examples))
 	}
