@@ -578,6 +578,51 @@ func TestClaudeCodeStack(t *testing.T) {
 			t.Errorf("no request of the Explore subagent (its prompt, a tool list without Agent) reached the model")
 		}
 	})
+
+	// The refusals last: llm's log of refusals, which the subtests above check is empty, keeps them.
+	// An llm refusal as the person sees it: Claude Code's Read tool reads a planted AWS key from
+	// the workspace, llm refuses the next request, and Claude Code prints llm's message (the rule
+	// and what to do), not "Failed to authenticate" (what it prints for a 403).
+	t.Run("refusal-names-the-rule", func(t *testing.T) {
+		clearRecord(t)
+		ws := workspaceOf(s)
+		const keyID, secret = "AKIAQYLPMN5HHHFPZAM2", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKX"
+		planted := filepath.Join(ws, "deploy.env")
+		if err := os.WriteFile(planted, []byte("AWS_ACCESS_KEY_ID="+keyID+"\nAWS_SECRET_ACCESS_KEY="+secret+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(planted)
+		if err := os.Chown(planted, workspaceUID, workspaceUID); err != nil {
+			t.Fatal(err)
+		}
+		out, err := cc.run(ctx, "", "agent", "-p", `use tool Read {"file_path":"/workspace/deploy.env"}`)
+		if err == nil {
+			t.Errorf("claude -p exited 0 although llm refused the request:\n%s", out)
+		}
+		for _, want := range []string{"API Error: 400 llm: the secret filter matched [aws-access-key-id", "nothing was sent", "start a new conversation"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("Claude Code's output lacks %q:\n%s", want, out)
+			}
+		}
+		if strings.Contains(string(out), "authenticate") {
+			t.Errorf("Claude Code shows llm's refusal as an authentication failure:\n%s", out)
+		}
+		t.Logf("Claude Code printed:\n%s", out)
+		for _, r := range record(t) {
+			if strings.Contains(r.Body, keyID) || strings.Contains(r.Body, secret) {
+				t.Errorf("request %d carried the planted key to the model", r.Seq)
+			}
+		}
+	})
+
+	// Planted credentials in the shapes tools print (issue 21): through Read, llm refuses; through
+	// the bash tool, bash redacts (or llm refuses); no line of them reaches the model.
+	t.Run("planted-formats", func(t *testing.T) {
+		checkPlantedFormats(t, workspaceOf(s), func(args ...string) (string, error) {
+			out, err := cc.run(ctx, "", append([]string{"agent"}, args...)...)
+			return string(out), err
+		})
+	})
 }
 
 // claudeBetas are the anthropic-beta values Claude Code 2.1.332 sends under the overlay, and the

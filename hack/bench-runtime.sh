@@ -84,6 +84,32 @@ for ((i = 0; i < STARTS * ROUNDS; i++)); do
 done
 paste "$work/sharness" "$work/runc" | awk '{print $1 - $2}' >"$work/diff"
 
+# The floor of this design, measured beside it: what the shim adds before its policy check does
+# any work. Each of the three other runc commands costs one more program start (the dispatcher,
+# before it executes runc: `sharness-runtime state` against `runc state` of a container that is
+# not there), and the container's process one more (the Landlock helper, under a domain that lets
+# it execute itself, starting itself again, against the helper started once: a static program is
+# what any host has to execute under that domain). In turns, 200 times each.
+runtime_bin=$(docker info --format '{{json .Runtimes}}' | sed -n 's/.*"sharness":{"path":"\([^"]*\)".*/\1/p')
+[ -n "$runtime_bin" ] || { echo "bench-runtime: the engine names no path for the runtime \"sharness\"" >&2; exit 1; }
+helper=${SHARNESS_RUNTIME_LANDLOCK:-/usr/local/lib/sharness-ai/sharness-landlock}
+# elapsed FILE CMD...: CMD's wall time in microseconds appended to FILE (bash's own clock, no
+# program started to read it).
+elapsed() {
+	local f=$1 t0 t1
+	shift
+	t0=${EPOCHREALTIME/./}
+	"$@" >/dev/null 2>&1 || true
+	t1=${EPOCHREALTIME/./}
+	echo $((t1 - t0)) >>"$f"
+}
+for ((i = 0; i < 200; i++)); do
+	elapsed "$work/f-runc" runc state sharness-bench-none
+	elapsed "$work/f-dispatch" "$runtime_bin" state sharness-bench-none
+	elapsed "$work/f-once" "$helper"
+	elapsed "$work/f-helper" "$helper" "enforce x${#helper}:$helper" -- "$helper"
+done
+
 # pct FILE P: the P-th percentile (nearest rank) of the microsecond samples in FILE, in ms.
 pct() { sort -n "$1" | awk -v p="$2" '{a[NR]=$1} END {i=int((p/100)*NR+0.999); if (i<1) i=1; printf "%.1f", a[i]/1000}'; }
 r50=$(pct "$work/runc" 50) r99=$(pct "$work/runc" 99) s50=$(pct "$work/sharness" 50) s99=$(pct "$work/sharness" 99)
@@ -93,3 +119,7 @@ printf '  sharness   p50 %7s ms   p99 %7s ms\n' "$s50" "$s99"
 awk -v a="$s50" -v b="$r50" -v c="$s99" -v d="$r99" 'BEGIN {printf "  added by the shim: p50 %+.1f ms (x%.3f), p99 %+.1f ms (x%.3f)\n", a-b, a/b, c-d, c/d}'
 # pct of signed differences: sort -n handles the minus sign.
 printf '  paired (sharness - runc, start by start): p50 %+.1f ms, p99 %+.1f ms\n' "$(pct "$work/diff" 50)" "$(pct "$work/diff" 99)"
+fr=$(pct "$work/f-runc" 50) fd=$(pct "$work/f-dispatch" 50) ft=$(pct "$work/f-once" 50) fh=$(pct "$work/f-helper" 50)
+printf 'the floor of a runtime shim and a helper (p50, 200 each, in turns)\n'
+printf '  runc state %s ms, through the dispatcher %s ms; the helper %s ms, through the helper %s ms\n' "$fr" "$fd" "$ft" "$fh"
+awk -v r="$fr" -v d="$fd" -v t="$ft" -v h="$fh" 'BEGIN {printf "  floor: 3 x %.1f + %.1f = %.1f ms added before the check does any work\n", d-r, h-t, 3*(d-r)+(h-t)}'

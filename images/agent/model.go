@@ -81,12 +81,12 @@ func modelChecks(ctx context.Context, getenv func(string) string) []result {
 		err = fmt.Errorf("llm answered a request for %s, a model the policy does not allow", deniedModel)
 	case !errors.As(err, &apiErr):
 		err = fmt.Errorf("not an API error: %w", err)
-	case apiErr.StatusCode != 403 || apiErr.Response.Header.Get("X-Sharness-Deny") != "model_not_allowed":
-		err = fmt.Errorf("HTTP %d, deny %q, want 403 model_not_allowed", apiErr.StatusCode, apiErr.Response.Header.Get("X-Sharness-Deny"))
+	case apiErr.StatusCode != 400 || apiErr.Response.Header.Get("X-Sharness-Deny") != "model_not_allowed":
+		err = fmt.Errorf("HTTP %d, deny %q, want 400 model_not_allowed", apiErr.StatusCode, apiErr.Response.Header.Get("X-Sharness-Deny"))
 	default:
 		err = nil
 	}
-	out = append(out, step("model-refused", err, "llm refused "+deniedModel+" (403 model_not_allowed)"))
+	out = append(out, step("model-refused", err, "llm refused "+deniedModel+" (400 model_not_allowed)"))
 
 	stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{
 		Model: anthropic.Model(demoModel), MaxTokens: 128,

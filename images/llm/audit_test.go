@@ -53,7 +53,7 @@ func TestAuditLog(t *testing.T) {
 	}
 	want := []audit.Event{
 		{Action: "request", Decision: "allow", Caller: "agent", Destination: "POST /v1/messages", Fields: fields("true", "200", "25", "15", "5", "45", "read_file", "", "")},
-		{Action: "request", Decision: "deny", Reason: "secret", Caller: "agent", Destination: "POST /v1/messages", Fields: fields("false", "403", "0", "0", "0", "45", "", "planted", "messages[0]")},
+		{Action: "request", Decision: "deny", Reason: "secret", Caller: "agent", Destination: "POST /v1/messages", Fields: fields("false", "400", "0", "0", "0", "45", "", "planted", "messages[0]")},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("audit events (-want +got):\n%s", diff)

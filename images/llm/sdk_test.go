@@ -78,8 +78,8 @@ func TestSDKToolUse(t *testing.T) {
 		anthropic.NewUserMessage(anthropic.NewToolResultBlock(msg.Content[0].ID, "API_TOKEN="+planted, false)))
 	_, err = c.Messages.New(context.Background(), params)
 	var apiErr *anthropic.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusForbidden || !strings.Contains(err.Error(), "secret filter matched [planted] in [messages[2]]") {
-		t.Fatalf("got %v, want a 403 naming the rule and the place", err)
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || !strings.Contains(err.Error(), "secret filter matched [planted] in [messages[2]]") {
+		t.Fatalf("got %v, want a 400 naming the rule and the place", err)
 	}
 	if strings.Contains(err.Error(), planted) {
 		t.Error("the error echoes the secret")
@@ -99,14 +99,14 @@ func TestSDKErrors(t *testing.T) {
 	c := sdk(h)
 	_, err := c.Messages.New(context.Background(), anthropic.MessageNewParams{Model: "claude-opus-4-5", MaxTokens: 100, Messages: userText("hi")})
 	var apiErr *anthropic.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 403 || !strings.Contains(err.Error(), `the model \"claude-opus-4-5\" is not allowed`) && !strings.Contains(err.Error(), `the model "claude-opus-4-5" is not allowed`) {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(err.Error(), `the model \"claude-opus-4-5\" is not allowed`) && !strings.Contains(err.Error(), `the model "claude-opus-4-5" is not allowed`) {
 		t.Errorf("model not allowed: %v", err)
 	}
 	// A streaming call refused before any event: the SDK surfaces the same error.
 	stream := c.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: model, MaxTokens: 99999, Messages: userText("hi")})
 	for stream.Next() {
 	}
-	if err := stream.Err(); !errors.As(err, &apiErr) || apiErr.StatusCode != 403 || !strings.Contains(err.Error(), "max_tokens 99999 is above") {
+	if err := stream.Err(); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(err.Error(), "max_tokens 99999 is above") {
 		t.Errorf("stream refused: %v", err)
 	}
 	n, err := c.Messages.CountTokens(context.Background(), anthropic.MessageCountTokensParams{Model: model, Messages: userText("hi")})

@@ -40,23 +40,23 @@ func TestHandler(t *testing.T) {
 		{"count tokens", "POST", "/v1/messages/count_tokens", `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}]}`, nil, 200, "", "", true},
 		{"models", "GET", "/v1/models?limit=1&evil=1", "", nil, 200, "", "", true},
 		{"one model", "GET", "/v1/models/claude-sonnet-4-5", "", nil, 200, "", "", true},
-		{"models, beta refused", "GET", "/v1/models", "", []string{"anthropic-beta", "files-api-2025-04-14"}, 403, "permission_error", messages.ReasonBeta, false},
+		{"models, beta refused", "GET", "/v1/models", "", []string{"anthropic-beta", "files-api-2025-04-14"}, 400, "invalid_request_error", messages.ReasonBeta, false},
 		{"model id with a slash", "GET", "/v1/models/a%2F..%2Fb", "", nil, 404, "not_found_error", messages.ReasonNotFound, false},
 		{"unknown path", "POST", "/v1/complete", req(""), nil, 404, "not_found_error", messages.ReasonNotFound, false},
 		{"wrong method", "GET", "/v1/messages", "", nil, 404, "not_found_error", messages.ReasonNotFound, false},
 		{"invalid json", "POST", "/v1/messages", `{"model":`, nil, 400, "invalid_request_error", messages.ReasonBadJSON, false},
 		{"case-variant model", "POST", "/v1/messages", `{"model":"claude-sonnet-4-5","MODEL":"claude-opus-4-5","max_tokens":1,"messages":[]}`, nil, 400, "invalid_request_error", messages.ReasonBadJSON, false},
-		{"too large", "POST", "/v1/messages", req(`,"metadata":{"user_id":"` + strings.Repeat("a", maxBody) + `"}`), nil, 413, "request_too_large", messages.ReasonTooLarge, false},
-		{"model not allowed", "POST", "/v1/messages", strings.Replace(req(""), "sonnet", "opus", 1), nil, 403, "permission_error", messages.ReasonModel, false},
-		{"max_tokens over cap", "POST", "/v1/messages", strings.Replace(req(""), ":100", ":5000", 1), nil, 403, "permission_error", messages.ReasonMaxTokens, false},
+		{"too large", "POST", "/v1/messages", req(`,"metadata":{"user_id":"` + strings.Repeat("a", maxBody) + `"}`), nil, 400, "invalid_request_error", messages.ReasonTooLarge, false},
+		{"model not allowed", "POST", "/v1/messages", strings.Replace(req(""), "sonnet", "opus", 1), nil, 400, "invalid_request_error", messages.ReasonModel, false},
+		{"max_tokens over cap", "POST", "/v1/messages", strings.Replace(req(""), ":100", ":5000", 1), nil, 400, "invalid_request_error", messages.ReasonMaxTokens, false},
 		{"beta allowed", "POST", "/v1/messages", req(""), []string{"anthropic-beta", "token-efficient-tools-2025-02-19"}, 200, "", "", true},
-		{"beta refused", "POST", "/v1/messages", req(""), []string{"anthropic-beta", "token-efficient-tools-2025-02-19,mcp-client-2025-04-04"}, 403, "permission_error", messages.ReasonBeta, false},
+		{"beta refused", "POST", "/v1/messages", req(""), []string{"anthropic-beta", "token-efficient-tools-2025-02-19,mcp-client-2025-04-04"}, 400, "invalid_request_error", messages.ReasonBeta, false},
 		{"pinned tools", "POST", "/v1/messages", req(`,"tools":` + testTools), nil, 200, "", "", true},
-		{"tools not pinned", "POST", "/v1/messages", req(`,"tools":[{"name":"sh","input_schema":{"type":"object"}}]`), nil, 403, "permission_error", messages.ReasonToolsNotPinned, false},
-		{"server tool", "POST", "/v1/messages", req(`,"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]`), nil, 403, "permission_error", messages.ReasonServerTool, false},
-		{"unknown field", "POST", "/v1/messages", req(`,"fallbacks":[{"model":"x"}]`), nil, 403, "permission_error", messages.ReasonUnknownField, false},
-		{"planted secret", "POST", "/v1/messages", strings.Replace(req(""), "hello", "my token is "+planted, 1), nil, 403, "permission_error", messages.ReasonSecret, false},
-		{"secret in a tool_result", "POST", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"` + planted + `"}]}]}]}`, nil, 403, "permission_error", messages.ReasonSecret, false},
+		{"tools not pinned", "POST", "/v1/messages", req(`,"tools":[{"name":"sh","input_schema":{"type":"object"}}]`), nil, 400, "invalid_request_error", messages.ReasonToolsNotPinned, false},
+		{"server tool", "POST", "/v1/messages", req(`,"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]`), nil, 400, "invalid_request_error", messages.ReasonServerTool, false},
+		{"unknown field", "POST", "/v1/messages", req(`,"fallbacks":[{"model":"x"}]`), nil, 400, "invalid_request_error", messages.ReasonUnknownField, false},
+		{"planted secret", "POST", "/v1/messages", strings.Replace(req(""), "hello", "my token is "+planted, 1), nil, 400, "invalid_request_error", messages.ReasonSecret, false},
+		{"secret in a tool_result", "POST", "/v1/messages", `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"` + planted + `"}]}]}]}`, nil, 400, "invalid_request_error", messages.ReasonSecret, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestAudit(t *testing.T) {
 	}
 	want := []map[string]any{
 		{"model": model, "stream": true, "status": 200.0, "reason": "", "input_tokens": 25.0, "cache_read_tokens": 5.0, "output_tokens": 15.0, "tools": []any{"read_file"}, "filter_hits": nil, "filter_where": nil},
-		{"model": model, "stream": false, "status": 403.0, "reason": "secret", "input_tokens": 0.0, "cache_read_tokens": 0.0, "output_tokens": 0.0, "tools": nil, "filter_hits": []any{"planted"}, "filter_where": []any{"messages[0]"}},
+		{"model": model, "stream": false, "status": 400.0, "reason": "secret", "input_tokens": 0.0, "cache_read_tokens": 0.0, "output_tokens": 0.0, "tools": nil, "filter_hits": []any{"planted"}, "filter_where": []any{"messages[0]"}},
 	}
 	if diff := cmp.Diff(want, []map[string]any{pick(lines[0]), pick(lines[1])}); diff != "" {
 		t.Errorf("audit (-want +got):\n%s", diff)
@@ -159,7 +159,7 @@ func TestKeyIsFiltered(t *testing.T) {
 	}
 	// The agent somehow learnt the key and tries to hand it to the model.
 	resp, b := h.post(t, "/v1/messages", strings.Replace(req(""), "hello", "the key is "+realKey, 1))
-	if resp.StatusCode != 403 || !strings.Contains(b, "harness-secret") || strings.Contains(b, realKey) {
+	if resp.StatusCode != 400 || !strings.Contains(b, "harness-secret") || strings.Contains(b, realKey) {
 		t.Fatalf("key in a message: %d %s", resp.StatusCode, b)
 	}
 	if n := len(h.up.requests()); n != 1 {
@@ -254,12 +254,12 @@ func TestBudget(t *testing.T) {
 	p := llmPolicy(t)
 	p.Budget = ptr(40) // each plain answer costs 10+2+20 = 32 tokens
 	h := newHarness(t, p)
-	for i, want := range []int{200, 200, 403} {
+	for i, want := range []int{200, 200, 400} {
 		resp, b := h.post(t, "/v1/messages", req(""))
 		if resp.StatusCode != want {
 			t.Fatalf("request %d: %d %s, want %d", i, resp.StatusCode, b, want)
 		}
-		if want == 403 && (resp.Header.Get("x-sharness-deny") != string(messages.ReasonBudget) || !strings.Contains(b, "64 of 40 tokens")) {
+		if want == 400 && (resp.Header.Get("x-sharness-deny") != string(messages.ReasonBudget) || !strings.Contains(b, "64 of 40 tokens")) {
 			t.Errorf("budget refusal: %s", b)
 		}
 	}
@@ -356,8 +356,8 @@ func TestRealFilter(t *testing.T) {
 			}
 			continue
 		}
-		if resp.StatusCode != 403 || !strings.Contains(b, "["+tt.rule+"]") || strings.Contains(b, tt.text) {
-			t.Errorf("%q: %d %s, want a 403 naming %s", tt.text, resp.StatusCode, b, tt.rule)
+		if resp.StatusCode != 400 || !strings.Contains(b, "["+tt.rule+"]") || strings.Contains(b, tt.text) {
+			t.Errorf("%q: %d %s, want a 400 naming %s", tt.text, resp.StatusCode, b, tt.rule)
 		}
 	}
 	if n := len(h.up.requests()); n != 1 {
@@ -384,8 +384,8 @@ func TestKeyKnownBeforeFirstFilter(t *testing.T) {
 			}
 			h := newHarnessFilter(t, p, f)
 			resp, b := h.post(t, "/v1/messages", strings.Replace(req(""), "hello", "found: "+enc.text, 1))
-			if resp.StatusCode != 403 || !strings.Contains(b, "harness-secret") {
-				t.Fatalf("the key (%s) in the first request: %d %s, want a 403 naming harness-secret", enc.name, resp.StatusCode, b)
+			if resp.StatusCode != 400 || !strings.Contains(b, "harness-secret") {
+				t.Fatalf("the key (%s) in the first request: %d %s, want a 400 naming harness-secret", enc.name, resp.StatusCode, b)
 			}
 			if n := len(h.up.requests()); n != 0 {
 				t.Errorf("upstream got %d requests, want none", n)

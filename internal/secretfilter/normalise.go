@@ -17,6 +17,9 @@ import (
 // The views, each built only when the text has what it decodes, so that ordinary text pays a
 // few passes of byte comparisons:
 //
+//   - a line-number gutter removed (cat -n, nl, Claude Code's Read: "N\t" before each line;
+//     gutter.go), when at least half of the lines (and two) have one; the views below are made
+//     of the text and of this view alike;
 //   - cat -A (cat -vET) output read back: the '$' that ends each line dropped, ^X and M-x
 //     decoded, when at least half of the lines (and two) end in '$';
 //   - hex dumps decoded (xxd, xxd -p, hexdump -C, hexdump, od -x, od -tx1 and other od -t x
@@ -42,8 +45,13 @@ type normView struct {
 func normalised(text []byte) []normView {
 	root := &view{dec: text}
 	base := []*view{root}
-	if c := catA(root); c != nil {
-		base = append(base, c)
+	if n := catN(root); n != nil {
+		base = append(base, n)
+	}
+	for _, v := range base[:len(base):len(base)] {
+		if c := catA(v); c != nil {
+			base = append(base, c)
+		}
 	}
 	for _, v := range base[:len(base):len(base)] {
 		if d := dumps(v); d != nil {
@@ -70,6 +78,11 @@ func normalised(text []byte) []normView {
 // firstNonASCII returns the index of the first byte of b at or above 0x80, -1 if none.
 func firstNonASCII(b []byte) int {
 	i := 0
+	for ; i+16 <= len(b); i += 16 { // sixteen at a time, the last eight to find which
+		if (binary.LittleEndian.Uint64(b[i:])|binary.LittleEndian.Uint64(b[i+8:]))&0x8080808080808080 != 0 {
+			break
+		}
+	}
 	for ; i+8 <= len(b); i += 8 {
 		if binary.LittleEndian.Uint64(b[i:])&0x8080808080808080 != 0 {
 			break

@@ -61,39 +61,39 @@ func toolResult(text string) []byte {
 
 func modelDoors(base, key string) []sidedoor.Door {
 	reqs := []request{
-		{name: "model/not-allowed", expected: "403/model_not_allowed", why: "spending the budget on a model the person did not choose",
+		{name: "model/not-allowed", expected: "400/model_not_allowed", why: "spending the budget on a model the person did not choose",
 			body: body(func(m map[string]any) { m["model"] = "claude-3-opus-20240229" })},
-		{name: "model/tools-changed", expected: "403/tools_not_pinned", why: "a prompt-injected agent giving itself a new tool",
+		{name: "model/tools-changed", expected: "400/tools_not_pinned", why: "a prompt-injected agent giving itself a new tool",
 			body: body(func(m map[string]any) {
 				m["tools"] = json.RawMessage(strings.Replace(pinnedTools, "Reports what", "Runs whatever", 1))
 			})},
-		{name: "model/max-tokens", expected: "403/max_tokens", why: "one request spending the session's budget",
+		{name: "model/max-tokens", expected: "400/max_tokens", why: "one request spending the session's budget",
 			body: body(func(m map[string]any) { m["max_tokens"] = 1 << 20 })},
 		{name: "model/duplicate-key", expected: "400/invalid_json", why: "llm and the API reading two different models from one body",
 			body: []byte(`{"model":"` + allowedModel + `","max_tokens":64,"messages":[],"model":"claude-3-opus-20240229"}`)},
 		{name: "model/case-variant-key", expected: "400/invalid_json", why: "encoding/json v1 folding MODEL onto model",
 			body: []byte(`{"model":"` + allowedModel + `","MODEL":"claude-3-opus-20240229","max_tokens":64,"messages":[]}`)},
-		{name: "model/unknown-field", expected: "400/unknown_field|403/unknown_field", why: "a field llm does not check reaching the API",
+		{name: "model/unknown-field", expected: "400/unknown_field", why: "a field llm does not check reaching the API",
 			body: body(func(m map[string]any) { m["fallbacks"] = []string{"claude-3-opus-20240229"} })},
-		{name: "model/web-fetch-tool", expected: "403/server_tool", why: "the provider fetching URLs on the agent's behalf, around net",
+		{name: "model/web-fetch-tool", expected: "400/server_tool", why: "the provider fetching URLs on the agent's behalf, around net",
 			body: body(func(m map[string]any) {
 				m["tools"] = []any{map[string]any{"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 5}}
 			})},
-		{name: "model/mcp-server", expected: "403/mcp_server", why: "the provider calling an MCP server the agent names",
+		{name: "model/mcp-server", expected: "400/mcp_server", why: "the provider calling an MCP server the agent names",
 			body: body(func(m map[string]any) {
 				m["mcp_servers"] = []any{map[string]any{"type": "url", "url": "https://mcp.attacker.example/sse", "name": "x"}}
 			})},
-		{name: "model/beta", expected: "403/beta_not_allowed", why: "a beta flag that turns on provider-side fetching",
+		{name: "model/beta", expected: "400/beta_not_allowed", why: "a beta flag that turns on provider-side fetching",
 			body: body(nil), header: http.Header{"Anthropic-Beta": {"mcp-client-2025-04-04"}}},
 		{name: "model/malformed", expected: "400/invalid_json", why: "a body llm cannot read forwarded as is",
 			body: []byte(`{"model":`)},
-		{name: "model/oversized", expected: "413/too_large", why: "memory exhaustion through one request",
+		{name: "model/oversized", expected: "400/too_large", why: "memory exhaustion through one request",
 			body: bytes.Repeat([]byte("a"), 33<<20)},
-		{name: "secret/aws-key", expected: "403/secret", why: "a credential from the workspace reaching the model",
+		{name: "secret/aws-key", expected: "400/secret", why: "a credential from the workspace reaching the model",
 			body: toolResult("aws_access_key_id = " + awsKey), secret: awsKey},
-		{name: "secret/pem-key", expected: "403/secret", why: "a private key from the workspace reaching the model",
+		{name: "secret/pem-key", expected: "400/secret", why: "a private key from the workspace reaching the model",
 			body: toolResult(pemKey), secret: "MIIEowIBAAKCAQEAzvQ1Xv9TfKx3zKqV0m8z0lq4"},
-		{name: "secret/bearer-token", expected: "403/secret", why: "a token from a config file reaching the model",
+		{name: "secret/bearer-token", expected: "400/secret", why: "a token from a config file reaching the model",
 			body: toolResult("curl -H '" + bearerTok + "'"), secret: "c2lnbmF0dXJlLWZvci10ZXN0cy1vbmx5"},
 		{name: "model/allowed", expected: "200", why: "the allowed path must work", body: toolResult("nothing secret here")},
 	}
@@ -102,7 +102,7 @@ func modelDoors(base, key string) []sidedoor.Door {
 			"raw": key, "base64": base64.StdEncoding.EncodeToString([]byte(key)), "hex": hex.EncodeToString([]byte(key)),
 			"url": url.QueryEscape(key), "json": strings.ReplaceAll(jsonString(key), `-`, `\u002d`),
 		} {
-			reqs = append(reqs, request{name: "secret/api-key-" + enc, expected: "403/secret", secret: v,
+			reqs = append(reqs, request{name: "secret/api-key-" + enc, expected: "400/secret", secret: v,
 				why: "the stack's own API key (" + enc + ") reaching the model", body: toolResult("found: " + v)})
 		}
 	}

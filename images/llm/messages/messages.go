@@ -146,35 +146,58 @@ type Refusal struct {
 func (r *Refusal) Error() string { return r.Message }
 
 // refusals is llm's one table of refusals: each reason's HTTP status and Anthropic error type,
-// and the text the agent is told when the refusal site has nothing more specific to say. Policy
-// decisions are 403 permission_error and malformed requests 400, so that a client retries
-// neither; a missing key or an unreachable upstream is the 5xx a client may retry.
+// and the text the agent is told when the refusal site has nothing more specific to say. Every
+// refusal of the request itself, a policy decision or a malformed request, is 400
+// invalid_request_error, which no client retries and which Claude Code prints as it is ("API
+// Error: 400 llm: …"): measured with Claude Code 2.1.332, a 403 is shown as "Failed to
+// authenticate.", a 413 as its own "Request too large (max 32MB)" text and a 404 as a problem
+// with the selected model, each hiding the rule (TestClaudeCodeStack/refusal-names-the-rule). The
+// SDKs raise a 400 as a bad-request error with the message. An endpoint llm does not serve stays
+// 404, a missing key or an unreachable upstream the 5xx a client may retry. What the person can
+// do comes last (hints).
 var refusals = map[Reason]struct {
 	status    int
 	typ, text string
 }{
 	ReasonBadJSON:        {http.StatusBadRequest, "invalid_request_error", "the request body is not a JSON object"},
 	ReasonBadField:       {http.StatusBadRequest, "invalid_request_error", "a field of the request has the wrong type or shape"},
-	ReasonUnknownField:   {http.StatusForbidden, "permission_error", "a top-level field is not allowed by the policy (business.llm.extra_fields)"},
-	ReasonModel:          {http.StatusForbidden, "permission_error", "the model is not allowed by the policy (business.llm.models)"},
-	ReasonMaxTokens:      {http.StatusForbidden, "permission_error", "max_tokens is missing, not positive, or above the policy's cap (business.llm.max_tokens)"},
-	ReasonBeta:           {http.StatusForbidden, "permission_error", "an anthropic-beta value is not allowed by the policy (business.llm.betas)"},
-	ReasonServerTool:     {http.StatusForbidden, "permission_error", "a server-side tool type is not allowed by the policy (business.llm.server_tools)"},
-	ReasonToolsNotPinned: {http.StatusForbidden, "permission_error", "the tool list is not pinned by the policy (business.llm.tools)"},
-	ReasonMCPServer:      {http.StatusForbidden, "permission_error", "an MCP server URL is not allowed by the policy (business.llm.mcp_servers)"},
-	ReasonSecret:         {http.StatusForbidden, "permission_error", "the secret filter matched and on_secret is refuse, so nothing was sent"},
-	ReasonBudget:         {http.StatusForbidden, "permission_error", "the session token budget is spent (business.llm.session_token_budget); start a new session"},
-	ReasonTooLarge:       {http.StatusRequestEntityTooLarge, "request_too_large", "the request body is too large"},
+	ReasonUnknownField:   {http.StatusBadRequest, "invalid_request_error", "a top-level field is not allowed by the policy (business.llm.extra_fields)"},
+	ReasonModel:          {http.StatusBadRequest, "invalid_request_error", "the model is not allowed by the policy (business.llm.models)"},
+	ReasonMaxTokens:      {http.StatusBadRequest, "invalid_request_error", "max_tokens is missing, not positive, or above the policy's cap (business.llm.max_tokens)"},
+	ReasonBeta:           {http.StatusBadRequest, "invalid_request_error", "an anthropic-beta value is not allowed by the policy (business.llm.betas)"},
+	ReasonServerTool:     {http.StatusBadRequest, "invalid_request_error", "a server-side tool type is not allowed by the policy (business.llm.server_tools)"},
+	ReasonToolsNotPinned: {http.StatusBadRequest, "invalid_request_error", "the tool list is not pinned by the policy (business.llm.tools)"},
+	ReasonMCPServer:      {http.StatusBadRequest, "invalid_request_error", "an MCP server URL is not allowed by the policy (business.llm.mcp_servers)"},
+	ReasonSecret:         {http.StatusBadRequest, "invalid_request_error", "the secret filter matched and on_secret is refuse, so nothing was sent"},
+	ReasonBudget:         {http.StatusBadRequest, "invalid_request_error", "the session token budget is spent (business.llm.session_token_budget); start a new session"},
+	ReasonTooLarge:       {http.StatusBadRequest, "invalid_request_error", "the request body is too large"},
 	ReasonNotFound:       {http.StatusNotFound, "not_found_error", "no such endpoint (llm serves POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models)"},
 	ReasonKey:            {http.StatusServiceUnavailable, "api_error", "the API key is unavailable"},
 	ReasonUpstream:       {http.StatusBadGateway, "api_error", "the model API could not be reached"},
 }
 
+// policyHint is what to do about a policy decision: the policy is the person's, fixed by its
+// hash, so neither the agent nor a retry changes it.
+const policyHint = "; the policy is fixed by its hash: only the person running SHarness can allow this, with a new policy (sharness-ai explain llm shows the rule)"
+
+// hints says, after the reason, what the person or the agent can do about a refusal.
+var hints = map[Reason]string{
+	ReasonUnknownField:   policyHint,
+	ReasonModel:          policyHint,
+	ReasonMaxTokens:      policyHint,
+	ReasonBeta:           policyHint,
+	ReasonServerTool:     policyHint,
+	ReasonToolsNotPinned: policyHint + "; a new client version or MCP tool needs new pins (docs/claude-code.md)",
+	ReasonMCPServer:      policyHint,
+	ReasonSecret:         "; the conversation holds it now, so retrying sends it again: start a new conversation (or clear this one) without it, and keep the secret out of the files and commands the agent reads",
+	ReasonTooLarge:       "; shorten the conversation (compact it, or start a new one)",
+}
+
 // Refuse is the refusal for reason, with its status and type from the table. detail is what
-// the agent is told, after "llm: "; "" is the reason's own text.
+// the agent is told, after "llm: "; "" is the reason's own text. The reason's hint follows.
 func Refuse(reason Reason, detail string) *Refusal {
 	r := refusals[reason]
-	return &Refusal{Reason: reason, Status: r.status, Type: r.typ, Message: "llm: " + cmp.Or(detail, r.text)}
+	return &Refusal{Reason: reason, Status: r.status, Type: r.typ, Message: "llm: " + cmp.Or(detail, r.text) + hints[reason]}
 }
 
 // refuse is Refuse with a formatted detail.

@@ -211,11 +211,14 @@ func TestRefusalShape(t *testing.T) {
 	}{
 		{ReasonBadJSON, http.StatusBadRequest, "invalid_request_error"},
 		{ReasonBadField, http.StatusBadRequest, "invalid_request_error"},
-		{ReasonModel, http.StatusForbidden, "permission_error"},
-		{ReasonSecret, http.StatusForbidden, "permission_error"},
+		{ReasonModel, http.StatusBadRequest, "invalid_request_error"},
+		{ReasonSecret, http.StatusBadRequest, "invalid_request_error"},
+		{ReasonTooLarge, http.StatusBadRequest, "invalid_request_error"},
+		{ReasonNotFound, http.StatusNotFound, "not_found_error"},
+		{ReasonKey, http.StatusServiceUnavailable, "api_error"},
 	} {
 		r := refuse(tt.reason, "x %d", 1)
-		if r.Status != tt.status || r.Type != tt.errType || r.Error() != "llm: x 1" {
+		if r.Status != tt.status || r.Type != tt.errType || r.Error() != "llm: x 1"+hints[tt.reason] {
 			t.Errorf("refuse(%s) = %+v", tt.reason, r)
 		}
 	}
