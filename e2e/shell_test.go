@@ -17,7 +17,7 @@ import (
 var shellDoors = []string{
 	"bash/echo", "bash/analyse-network", "bash/analyse-write-workspace", "bash/build-write-workspace",
 	"bash/exec-workspace", "bash/exec-tmp", "bash/reach-llm", "bash/reach-kms", "bash/reach-net-mtls",
-	"bash/reach-own-server", "bash/reach-net", "bash/other-processes", "bash/signal-init", "bash/identity-socket",
+	"bash/reach-own-server", "bash/reach-net", "bash/net-refusal-said", "bash/other-processes", "bash/signal-init", "bash/identity-socket",
 	"bash/mount", "bash/unshare-user", "bash/unshare-root", "bash/setns", "bash/ptrace", "bash/write-git-hooks",
 	"bash/write-claude", "bash/rename-git", "bash/planted-secret", "bash/admin-profile",
 	"bash/invalid-profile", "bash/invalid-command", "bash/invalid-cwd", "bash/invalid-timeout",

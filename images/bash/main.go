@@ -107,6 +107,19 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	for _, d := range degraded {
 		log.Error("UNSAFE: sandboxes run degraded (-unsafe-best-effort)", "degradation", d)
 	}
+	// build's sandboxes reach net through a relay on the loopback that reads net's refusals
+	// (netwatch.go); the relay is at the proxy's port, the one their Landlock domain connects to.
+	var watch *netWatch
+	if pol.proxy != "" {
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", proxyPort))
+		if err != nil {
+			return fmt.Errorf("refusing to start: the relay to net's proxy: %w", err)
+		}
+		defer ln.Close() // also when start-up stops below
+		watch = &netWatch{upstream: pol.proxy, log: log}
+		go watch.serve(ctx, ln)
+		pol.proxy = ln.Addr().String()
+	}
 	// No sandbox sees the server's gate or audit folder, even without Landlock.
 	pol.hide = []string{cfg.gate.Dir, cmp.Or(os.Getenv(audit.EnvDir), audit.DefaultDir)}
 	if err := smokeTest(ctx, sb, pol, cfg.workspace); err != nil {
@@ -129,7 +142,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	defer closeRec(log)
 	s := mcp.NewServer(&mcp.Implementation{Name: "sharness-bash", Version: "1"}, nil)
-	(&tool{sb: sb, pol: pol, workspace: cfg.workspace, filter: filter, log: log, rec: rec, gate: g}).add(s)
+	(&tool{sb: sb, pol: pol, workspace: cfg.workspace, filter: filter, log: log, rec: rec, gate: g, watch: watch}).add(s)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{SessionTimeout: time.Hour, Logger: log}))

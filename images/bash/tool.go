@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +31,7 @@ type tool struct {
 	log       *slog.Logger
 	rec       *audit.Writer // bash's audit log; nil records nothing
 	gate      *gate.Gate    // asks the operator about each admin command; nil refuses them all
+	watch     *netWatch     // net's refusals of the sandboxes' requests; nil without an edge to net
 }
 
 // output is the tool's structured result.
@@ -120,6 +123,7 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 		}
 		spec.Approval = v.ID()
 	}
+	started := time.Now()
 	res, err := t.sb.Run(ctx, spec)
 	if err != nil {
 		line = append(line, "decision", "failed", "error", err.Error(), "duration_ms", res.Duration.Milliseconds())
@@ -129,7 +133,12 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 	line = append(line, "decision", "ran", "exit_code", out.ExitCode, "signal", out.Signal, "duration_ms", res.Duration.Milliseconds(),
 		"stdout_bytes", out.StdoutBytes, "stderr_bytes", out.StderrBytes, "stdout_truncated", out.StdoutTruncated,
 		"stderr_truncated", out.StderrTruncated, "timed_out", out.TimedOut, "redactions", len(out.Redacted))
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(out, a)}}, StructuredContent: out}, nil
+	// net's refusals while it ran, in a plain line the model and the person read (through the
+	// filter too: a URL may carry a key).
+	refused := t.watch.since(started)
+	said, _ := t.filter.Redact([]byte(netLines(refused)))
+	line = append(line, "net_refusals", len(refused))
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(out, a) + string(said)}}, StructuredContent: out}, nil
 }
 
 // redact passes both streams through the secret filter: a key a command prints never reaches
@@ -154,19 +163,68 @@ func (t *tool) redact(r sandbox.Result) output {
 // and carriage return become U+FFFD. JSON would spell each control character as a six-byte
 // escape, both in the structured result and in the text: a MiB of NULs cost a second of CPU
 // between this server and its client.
+//
+// It is strings.Map over strings.ToValidUTF8(string(b), "\uFFFD") (each run of invalid bytes
+// one U+FFFD, each control character one; FuzzPrintable holds them equal) in one pass that
+// copies runs of plain ASCII whole: a MiB of text costs one copy, not a decode of every rune.
 func printable(b []byte) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
-			return '\uFFFD'
+	i := plainPrefix(b)
+	if i == len(b) {
+		return string(b)
+	}
+	var out strings.Builder
+	out.Grow(len(b) + 2*utf8.UTFMax)
+	out.Write(b[:i])
+	invalid := false // the last byte written was part of a run of invalid UTF-8
+	for i < len(b) {
+		if n := plainPrefix(b[i:]); n > 0 {
+			out.Write(b[i : i+n])
+			i, invalid = i+n, false
+			continue
 		}
-		return r
-	}, strings.ToValidUTF8(string(b), "\uFFFD"))
+		if c := b[i]; c < utf8.RuneSelf { // a control character
+			out.WriteRune(utf8.RuneError)
+			i, invalid = i+1, false
+			continue
+		}
+		_, n := utf8.DecodeRune(b[i:])
+		if n == 1 { // invalid: a run of them is one U+FFFD, as in strings.ToValidUTF8
+			if !invalid {
+				out.WriteRune(utf8.RuneError)
+			}
+			i, invalid = i+1, true
+			continue
+		}
+		out.Write(b[i : i+n]) // any valid rune at or above U+0080 stays
+		i, invalid = i+n, false
+	}
+	return out.String()
+}
+
+// plain are the bytes printable keeps as they are: printable ASCII, tab, newline, carriage return.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	t['\t'], t['\n'], t['\r'] = true, true, true
+	return t
+}()
+
+// plainPrefix returns the length of b's longest prefix of plain bytes.
+func plainPrefix(b []byte) int {
+	for i, c := range b {
+		if !plain[c] {
+			return i
+		}
+	}
+	return len(b)
 }
 
 // summary is the text a model reads: the exit code, the streams, and a line for each thing
 // it must not miss (truncation, a timeout, redactions).
 func summary(o output, a args) string {
 	var b strings.Builder
+	b.Grow(len(o.Stdout) + len(o.Stderr) + 256) // a MiB of output is copied once, not once per doubling
 	fmt.Fprintf(&b, "exit code: %d", o.ExitCode)
 	if o.Signal != "" {
 		fmt.Fprintf(&b, " (%s)", o.Signal)

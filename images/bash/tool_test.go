@@ -246,10 +246,39 @@ func TestPrintable(t *testing.T) {
 		{"nul\x00esc\x1b[0mdel\x7f", "nul\uFFFDesc\uFFFD[0mdel\uFFFD"},
 		{"bad \xff utf-8 \xe2\x82", "bad \uFFFD utf-8 \uFFFD"},
 		{"ünïcødé ✓", "ünïcødé ✓"},
+		{"a run \xff\xfe\x80 then \xc3", "a run \uFFFD then \uFFFD"},
+		{"runs apart \xffa\xff", "runs apart \uFFFDa\uFFFD"},
+		{"a control inside a run \xff\x00\xff", "a control inside a run \uFFFD\uFFFD\uFFFD"},
+		{"U+FFFD itself \uFFFD\xff and C1 \u0085", "U+FFFD itself \uFFFD\uFFFD and C1 \u0085"},
+		{"\x00", "\uFFFD"},
+		{"", ""},
 	}
 	for _, tt := range tests {
 		if got := printable([]byte(tt.in)); got != tt.want {
 			t.Errorf("printable(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
+}
+
+// printableReference is printable's definition, which printable computes in one pass.
+func printableReference(b []byte) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0x7f {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(string(b), "\uFFFD"))
+}
+
+// FuzzPrintable: printable is its definition, on any bytes a command prints.
+func FuzzPrintable(f *testing.F) {
+	for _, s := range []string{"plain text\n", "tab\tcr\r\n", "nul\x00esc\x1b[0mdel\x7f", "bad \xff utf-8 \xe2\x82",
+		"ünïcødé ✓", "\xff\xfe\x80", "\xef\xbf\xbd\xed\xa0\x80", "\xf4\x90\x80\x80\xc0\xaf"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := printable(b), printableReference(b); got != want {
+			t.Fatalf("printable(%q) = %q, want %q", b, got, want)
+		}
+	})
 }

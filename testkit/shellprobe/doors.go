@@ -28,6 +28,7 @@ type output struct {
 	StderrTruncated bool     `json:"stderr_truncated"`
 	TimedOut        bool     `json:"timed_out"`
 	Redacted        []string `json:"redacted"`
+	Text            string   `json:"-"` // the result's text, what the model reads
 }
 
 type shell struct{ cs *mcp.ClientSession }
@@ -50,6 +51,11 @@ func (s shell) call(ctx context.Context, args map[string]any) (o output, refusal
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, &o); err != nil {
 		return o, "", fmt.Errorf("structured content: %w", err)
+	}
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			o.Text += t.Text
+		}
 	}
 	return o, "", nil
 }
@@ -161,6 +167,14 @@ func (s shell) doors() []sidedoor.Door {
 					return "net answered", status + " " + header(o.Stdout, "X-Sharness-Deny")
 				}
 				return "no answer", lastLine(o.Stderr)
+			})},
+		{Name: "bash/net-refusal-said", Expected: "said", Why: "curl shows only \"CONNECT tunnel failed, response 403\": the tool's result must say that net refused the request, and by which rule, or a person cannot tell the harness working from the harness broken", Limit: 20 * time.Second,
+			Try: s.try("build", "curl -sS --max-time 5 -o /dev/null https://shellprobe.invalid/", 10, func(o output) (string, string) {
+				_, said, _ := strings.Cut(o.Text, "net refused ")
+				if strings.Contains(said, "CONNECT shellprobe.invalid:443: rule ") {
+					return "said", lastLine(o.Text)
+				}
+				return "not said", lastLine(o.Text)
 			})},
 		{Name: "bash/other-processes", Expected: "own pids only", Why: "the sandbox's pid namespace holds its init and the command: the server and other sandboxes are invisible", Limit: 20 * time.Second,
 			Try: s.try("analyse", "cd /proc && set -- [0-9]* && echo $# $*", 10, func(o output) (string, string) {
