@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,9 +22,15 @@ import (
 // kms); the upstream is plain HTTP through an injected transport (net's tunnel is measured
 // with net). Metrics: p50/p99 of each path in µs and what llm adds.
 func BenchmarkAddedLatency(b *testing.B) {
+	// The fake upstream reads each body into a buffer it reuses: a real one is another process,
+	// and its garbage is not llm's collector's work.
+	bufs := sync.Pool{New: func() any { return new(bytes.Buffer) }}
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		if bytes.Contains(body, []byte(`"stream":true`)) {
+		buf := bufs.Get().(*bytes.Buffer)
+		defer bufs.Put(buf)
+		buf.Reset()
+		buf.ReadFrom(r.Body)
+		if bytes.Contains(buf.Bytes(), []byte(`"stream":true`)) {
 			w.Header().Set("content-type", "text/event-stream")
 			io.WriteString(w, sseStream)
 			return
@@ -48,15 +55,22 @@ func BenchmarkAddedLatency(b *testing.B) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
 
 	small := req(`,"system":"` + strings.Repeat("You are a careful coding agent. ", 30) + `","tools":` + testTools)
-	large := `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` +
-		strings.Repeat("func main() { fmt.Println(\\\"hello, world\\\") } // a line of source\\n", 4000) + `"}]}]}`
+	// A tool result of n KiB of source, as a Read of a large file sends it: 67 bytes a line,
+	// with the quotes and the line break escaped.
+	toolResult := func(kib int) string {
+		line := "func main() { fmt.Println(\\\"hello, world\\\") } // a line of source\\n"
+		return `{"model":"claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` +
+			strings.Repeat(line, kib<<10/len(line)) + `"}]}]}`
+	}
 	for _, c := range []struct {
 		name   string
 		body   string
 		stream bool
 	}{
 		{"nonstream/1KiB", small, false},
-		{"nonstream/256KiB", large, false},
+		{"nonstream/64KiB", toolResult(64), false},
+		{"nonstream/256KiB", toolResult(256), false},
+		{"nonstream/1MiB", toolResult(1024), false},
 		{"ttfb/1KiB", strings.Replace(small, `"max_tokens"`, `"stream":true,"max_tokens"`, 1), true},
 	} {
 		b.Run(c.name, func(b *testing.B) {

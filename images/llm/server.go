@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -114,7 +115,15 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, ep messages.Endpoint) {
-	body, err := readBody(w, r)
+	body, buf, err := readBody(w, r)
+	up := &upBody{}
+	defer func() {
+		// The buffer is reused only once the transport has closed the body it sent from it
+		// (it may do so after Do returns); otherwise it is left to the collector.
+		if buf != nil && (up.sent == nil || up.closed.Load() && !up.replayed.Load()) && cap(*buf) <= maxPooled {
+			bodies.Put(buf)
+		}
+	}()
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -162,7 +171,28 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, e
 	if r.URL.Query().Get("beta") == "true" { // the SDK's beta client adds it
 		q.Set("beta", "true")
 	}
-	s.forward(w, r, rec, key, r.URL.Path, q, body, ep == messages.Create)
+	up.sent = body
+	up.Reset(body)
+	s.forward(w, r, rec, key, r.URL.Path, q, up, ep == messages.Create)
+}
+
+// upBody is a request body sent upstream; closed records that the transport is done with it:
+// a RoundTripper closes every request body it is given, sometimes after Do has returned.
+// replayed records that the transport asked for the body again (GetBody, to retry on a new
+// connection), in a reader no one tracks.
+type upBody struct {
+	bytes.Reader
+	sent             []byte
+	closed, replayed atomic.Bool
+}
+
+func (b *upBody) Close() error { b.closed.Store(true); return nil }
+
+// getBody is the request's GetBody, as NewRequest gives a *bytes.Reader: a transport may retry
+// a request whose body it had begun to send (HTTP/2 after GOAWAY).
+func (b *upBody) getBody() (io.ReadCloser, error) {
+	b.replayed.Store(true)
+	return io.NopCloser(bytes.NewReader(b.sent)), nil
 }
 
 // key is the real key from kms (or the cache), or a refusal already written: without it llm
@@ -179,18 +209,21 @@ func (s *server) key(w http.ResponseWriter, r *http.Request, rec *record) ([]byt
 
 // forward sends one checked request upstream with the real key (which it scrubs) and relays the answer; with
 // charge, its usage counts against the session budget.
-func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, key []byte, path string, q url.Values, body []byte, charge bool) {
+func (s *server) forward(w http.ResponseWriter, r *http.Request, rec *record, key []byte, path string, q url.Values, body *upBody, charge bool) {
 	u := *s.upstream
 	u.Path, u.RawQuery = path, q.Encode()
 	method, rd := http.MethodGet, io.Reader(nil)
 	if body != nil {
-		method, rd = http.MethodPost, bytes.NewReader(body)
+		method, rd = http.MethodPost, body
 	}
 	up, err := http.NewRequestWithContext(r.Context(), method, u.String(), rd)
 	if err != nil {
 		clear(key)
 		s.refuse(w, rec, messages.ReasonUpstream, "could not build the upstream request")
 		return
+	}
+	if body != nil { // NewRequest knows only *bytes.Reader's length and how to read it again
+		up.ContentLength, up.GetBody = int64(body.Len()), body.getBody
 	}
 	for _, h := range requestHeaders {
 		for _, v := range r.Header.Values(h) {
@@ -284,16 +317,30 @@ func truncate(s string, n int) string {
 	return s
 }
 
+// bodies holds request body buffers for reuse: a 256 KiB tool result would otherwise cost an
+// allocation of its size, and the collector's work, on every request (issue 21).
+var bodies = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooled = 4 << 20 // larger buffers go back to the collector, not the pool
+
 // readBody reads the request body up to maxBody, into one buffer of the declared length when
-// there is one (io.ReadAll would grow and copy a large tool result several times).
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// there is one (io.ReadAll would grow and copy a large tool result several times), taken
+// from bodies: buf is that buffer, for the caller to put back once nothing reads the body; nil
+// when the body was read another way. ReadFull writes every byte of the body it returns, so
+// nothing of an earlier request shows through.
+func readBody(w http.ResponseWriter, r *http.Request) (body []byte, buf *[]byte, err error) {
 	rd := http.MaxBytesReader(w, r.Body, maxBody)
 	if n := r.ContentLength; n > 0 && n <= maxBody {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
+		buf = bodies.Get().(*[]byte)
+		if int64(cap(*buf)) < n {
+			*buf = make([]byte, n)
 		}
-		return buf, nil
+		body = (*buf)[:n]
+		if _, err := io.ReadFull(rd, body); err != nil {
+			return nil, buf, err
+		}
+		return body, buf, nil
 	}
-	return io.ReadAll(rd)
+	body, err = io.ReadAll(rd)
+	return body, nil, err
 }

@@ -1,6 +1,9 @@
 package secretfilter
 
-import "bytes"
+import (
+	"bytes"
+	"slices"
+)
 
 // Dumps: the layouts in which xxd, hexdump and od print a file (issue 21), read back into the
 // file's bytes, each byte mapped to the digits or the od -c field that carried it and, where
@@ -21,7 +24,7 @@ import "bytes"
 // dumpByte is one decoded byte: from line[s:s+n], shown again at line[echo] if echo >= 0.
 type dumpByte struct {
 	c          byte
-	s, n, echo int
+	s, n, echo int32 // 16 bytes a byte: an xxd -p line of a MB is half a million of them
 }
 
 type lineKind int
@@ -72,12 +75,13 @@ func dumps(parent *view) *view {
 			} else if prev == notDump || (prev == odChars) != (kind == odChars) {
 				b.put([]byte{'\n'}, ls-1, 1, -1) // a new block: not the same stream of bytes
 			}
+			b.grow(len(buf))
 			for _, d := range buf {
 				echo := -1
 				if d.echo >= 0 {
-					echo = ls + d.echo
+					echo = ls + int(d.echo)
 				}
-				b.put([]byte{d.c}, ls+d.s, d.n, echo)
+				b.put([]byte{d.c}, ls+int(d.s), int(d.n), echo)
 			}
 			total += len(buf)
 		}
@@ -213,6 +217,7 @@ func hexLine(line []byte, out []dumpByte) ([]dumpByte, lineKind) {
 		col = -1 // a column that does not match the bytes is not echoed
 	}
 	little = little && width > 2
+	out = slices.Grow(out, nb) // a long xxd -p line holds half a MB: grow once, not by doubling
 	at := 0
 	for _, t := range data {
 		w := t.e - t.s
@@ -225,7 +230,7 @@ func hexLine(line []byte, out []dumpByte) ([]dumpByte, lineKind) {
 			if col >= 0 {
 				echo = col + at
 			}
-			out = append(out, dumpByte{c: byte(hexVal(line[p])<<4 | hexVal(line[p+1])), s: p, n: 2, echo: echo})
+			out = append(out, dumpByte{c: byte(hexVal(line[p])<<4 | hexVal(line[p+1])), s: int32(p), n: 2, echo: int32(echo)})
 			at++
 		}
 	}
@@ -255,13 +260,13 @@ func odcLine(line []byte, out []dumpByte) ([]dumpByte, lineKind) {
 		f := line[k : k+4]
 		switch {
 		case f[0] == ' ' && f[1] == ' ' && f[2] == ' ' && ' ' <= f[3] && f[3] < 0x7f:
-			out = append(out, dumpByte{c: f[3], s: k + 3, n: 1, echo: -1})
+			out = append(out, dumpByte{c: f[3], s: int32(k + 3), n: 1, echo: -1})
 			blank = blank && f[3] == ' '
 		case f[0] == ' ' && f[1] == ' ' && f[2] == '\\' && bytes.IndexByte([]byte(odEscapes), f[3]) >= 0:
-			out = append(out, dumpByte{c: odBytes[bytes.IndexByte([]byte(odEscapes), f[3])], s: k + 2, n: 2, echo: -1})
+			out = append(out, dumpByte{c: odBytes[bytes.IndexByte([]byte(odEscapes), f[3])], s: int32(k + 2), n: 2, echo: -1})
 			blank = false
 		case f[0] == ' ' && '0' <= f[1] && f[1] <= '3' && '0' <= f[2] && f[2] <= '7' && '0' <= f[3] && f[3] <= '7':
-			out = append(out, dumpByte{c: (f[1]-'0')<<6 | (f[2]-'0')<<3 | (f[3] - '0'), s: k + 1, n: 3, echo: -1})
+			out = append(out, dumpByte{c: (f[1]-'0')<<6 | (f[2]-'0')<<3 | (f[3] - '0'), s: int32(k + 1), n: 3, echo: -1})
 			blank = false
 		default:
 			return out, notDump

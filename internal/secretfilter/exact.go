@@ -55,7 +55,10 @@ func containsBytes(list [][]byte, b []byte) bool {
 type exactSet struct {
 	names          []string
 	secrets, forms [][]byte
-	anyCase        []bool // per form: lower-case hex, matched in any case
+	anyCase        []bool    // per form: lower-case hex, matched in any case
+	chars          [256]bool // every byte of every form, in both cases for letters
+	minLen         int       // the shortest form's length
+	blank          bool      // a form holds a byte squeezed removes (' ', '\t', '\r', '\n')
 	stride         int
 	shift          uint
 	bloom          []uint64
@@ -72,6 +75,13 @@ func newExactSet(names []string, secrets [][]byte) *exactSet {
 				x.forms = append(x.forms, f)
 				x.anyCase = append(x.anyCase, len(bytes.Trim(f, "0123456789abcdef")) == 0)
 				x.stride = min(x.stride, len(f)-7)
+				if x.minLen == 0 || len(f) < x.minLen {
+					x.minLen = len(f)
+				}
+				for _, c := range f {
+					x.chars[c], x.chars[fold(c)], x.chars[upper(c)] = true, true, true
+					x.blank = x.blank || c == ' ' || c == '\t' || c == '\r' || c == '\n'
+				}
 			}
 		}
 	}
@@ -131,4 +141,61 @@ func (x *exactSet) match(text []byte, hits []Hit) []Hit {
 		}
 	}
 	return hits
+}
+
+// spansBreak reports whether an occurrence of a form in squeezed(text) could cross one of the
+// line breaks squeezed removes. Only those are new: any other occurrence there is one in text
+// itself, which match finds with the same hit, so when spansBreak is false layer 1 need not
+// read the squeezed text (for most text, lines of ordinary words, it is false).
+//
+// An occurrence is made of form bytes (chars), so one that crosses a break lies in a run of
+// form bytes of squeezed(text), at least minLen long, that holds a break. At each break the run
+// is measured on both sides: to the left back over earlier breaks (left is the length of the
+// run that ends at this break), to the right up to the next break; the last break a run holds
+// sees it whole. False only when no run reaches minLen.
+func (x *exactSet) spansBreak(text []byte) bool {
+	if x.blank {
+		return true // the runs would go on inside the breaks
+	}
+	last, left := 0, 0 // text[last:] is after the previous break; left is the run ending there
+	for i := 0; ; {
+		k := bytes.IndexByte(text[i:], '\n')
+		if k < 0 {
+			return false
+		}
+		s, e := breakSpan(text, last, i+k)
+		a := s
+		for a > last && x.chars[text[a-1]] {
+			a--
+		}
+		if a == last && last > 0 {
+			left += s - a // the run goes on over the previous break
+		} else {
+			left = s - a
+		}
+		b := e
+		for b < len(text) && x.chars[text[b]] {
+			b++
+		}
+		if left+b-e >= x.minLen {
+			return true
+		}
+		i, last = e, e
+	}
+}
+
+// squeezedFor is squeezed(text) where layer 1 could find something new in it (spansBreak),
+// nil elsewhere.
+func squeezedFor(x *exactSet, text []byte) []byte {
+	if !x.spansBreak(text) {
+		return nil
+	}
+	return squeezed(text)
+}
+
+func upper(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
 }

@@ -181,7 +181,7 @@ func (f *Filter) scan(text []byte, views []normView) []Hit {
 			for _, h := range l1 {
 				emit(h.Rule, []ival{{h.Start, h.End}})
 			}
-			if q := squeezed(v.dec); q != nil {
+			if q := squeezedFor(x, v.dec); q != nil {
 				if l1 := x.match(q, nil); len(l1) > 0 {
 					sq := squeeze(v)
 					for _, h := range l1 {

@@ -8,6 +8,11 @@ type keywords struct {
 	next []uint32  // state<<8 | byte -> next state, hitFlag set when keywords end there
 	out  [][]int32 // per state, the ids of the keywords that end in it (suffix links folded in)
 	lens []int     // per keyword id, its length in bytes
+	// live holds a bit per pair of bytes (a | b<<8, as binary.LittleEndian.Uint16 reads them):
+	// set unless, from the root, reading a then b reaches the state that reading b alone does,
+	// with no keyword ending at a. A pair whose bit is clear can be skipped over a byte at a
+	// time without running the automaton (find's fast path); most pairs of ordinary text are.
+	live [1 << 16 / 64]uint64
 }
 
 const hitFlag = 1 << 31
@@ -64,6 +69,14 @@ func newKeywords(words []string) *keywords {
 		// (join.go); no keyword holds one.
 		k.next[s<<8|'\n'], k.next[s<<8|'\r'] = uint32(s), uint32(s)
 	}
+	for a := range 256 {
+		t := k.next[a]
+		for b := range 256 {
+			if t&hitFlag != 0 || k.next[(t&^hitFlag)<<8|uint32(b)] != k.next[b] {
+				k.live[(a|b<<8)>>6] |= 1 << ((a | b<<8) & 63)
+			}
+		}
+	}
 	return k
 }
 
@@ -71,9 +84,18 @@ func newKeywords(words []string) *keywords {
 // their end offsets: the offset is the end less the keyword's length, which start corrects
 // when the occurrence has line breaks inside it (the loop is kept small enough to be inlined:
 // it is the filter's hottest).
+//
+// At the root, a byte whose pair with the next one is not live (see keywords.live) leaves the
+// automaton where the next byte alone would, with no keyword ending there: it is skipped, and
+// the automaton runs only from the first live pair on until it is back at the root. Both
+// paths report the same occurrences; the fast one reads 8 KiB of bits instead of the states.
 func (k *keywords) find(text []byte, hit func(id, at int)) {
 	s := uint32(0)
-	for i, c := range text {
+	for i := 0; i < len(text); i++ {
+		if s == 0 {
+			i = k.skip(text, i)
+		}
+		c := text[i]
 		t := k.next[s<<8|uint32(c)]
 		s = t &^ hitFlag
 		if t&hitFlag != 0 {
@@ -82,6 +104,24 @@ func (k *keywords) find(text []byte, hit func(id, at int)) {
 			}
 		}
 	}
+}
+
+// skip returns the first i' >= i at which the pair of bytes text[i'], text[i'+1] is live, or
+// the last index: each byte before i' leaves the automaton, started at the root, where the byte
+// after it alone would, with no keyword ending there (keywords.live), so running it from the
+// root at i' reports exactly what running it from the root at i does.
+func (k *keywords) skip(text []byte, i int) int {
+	if i+1 >= len(text) {
+		return i
+	}
+	a := uint32(text[i])
+	for j, c := range text[i+1:] {
+		if p := a | uint32(c)<<8; k.live[p>>6]&(1<<(p&63)) != 0 {
+			return i + j
+		}
+		a = uint32(c)
+	}
+	return len(text) - 1
 }
 
 // start returns where in text the occurrence of keyword id that find reported at at starts:

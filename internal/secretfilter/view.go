@@ -55,6 +55,9 @@ func (b *builder) lit(p []byte, s int) {
 	b.v.dec = append(b.v.dec, p...)
 }
 
+// grow makes room for n more segments.
+func (b *builder) grow(n int) { b.v.segs = slices.Grow(b.v.segs, n) }
+
 // put appends out as what parent[s:s+sn] stands for; echo is the parent offset of a byte that
 // shows it again, -1 if none.
 func (b *builder) put(out []byte, s, sn, echo int) {

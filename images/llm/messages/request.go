@@ -44,7 +44,9 @@ type Request struct {
 	fields    map[string]json.RawMessage
 	tools     []map[string]json.RawMessage
 	body      []byte
-	changed   bool // fields were rewritten (redaction): Body re-encodes
+	tape      *tape            // body read once; find walks it
+	at        map[string]int32 // each field's node in tape
+	changed   bool             // fields were rewritten (redaction): Body re-encodes, tape is stale
 }
 
 // Body is the body to forward: the bytes received, unless redaction rewrote them.
@@ -62,13 +64,17 @@ func Parse(body []byte) (*Request, *Refusal) {
 	if err := strictjson.Check(body, MaxDepth); err != nil {
 		return nil, refuse(ReasonBadJSON, "the request body is not strict JSON: %v", err)
 	}
-	ms, err := members(body) // the fast reader: a large body is read once here, not twice
-	if err != nil {
+	t, err := read(body) // the fast reader: a large body is read once here, not twice
+	if err != nil || t.kind(0) != '{' {
 		return nil, Refuse(ReasonBadJSON, "")
 	}
-	r := &Request{body: body, fields: make(map[string]json.RawMessage, len(ms))}
-	for _, m := range ms {
-		r.fields[m.key] = m.val
+	r := &Request{body: body, tape: t, fields: map[string]json.RawMessage{}, at: map[string]int32{}}
+	if err := t.each(0, func(c int32) error {
+		key, err := t.key(c)
+		r.fields[string(key)], r.at[string(key)] = t.raw(c), c
+		return err
+	}); err != nil {
+		return nil, Refuse(ReasonBadJSON, "")
 	}
 	if f := r.fields["model"]; f != nil && json.Unmarshal(f, &r.Model) != nil {
 		return nil, refuse(ReasonBadField, "model must be a string")

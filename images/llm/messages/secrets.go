@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/sharness-ai/sharness/internal/secretfilter"
 )
@@ -12,7 +13,8 @@ import (
 // Hit is one finding of the secret filter: which rule, and where in the scanned text.
 type Hit = secretfilter.Hit
 
-// Scanner is the part of the secret filter llm uses; *secretfilter.Filter is one.
+// Scanner is the part of the secret filter llm uses; *secretfilter.Filter is one. Scan must
+// not keep text once it returns: find decodes every string into one reused buffer.
 type Scanner interface {
 	Scan(text []byte) []Hit
 	Redact(text []byte) ([]byte, []Hit)
@@ -46,28 +48,49 @@ func Secrets(s Scanner, r *Request, redact bool) (Findings, *Refusal) {
 	case len(f.Rules) == 0:
 		return f, nil
 	case !redact:
-		return f, refuse(ReasonSecret, "the secret filter matched %v in %v; on_secret is refuse, so nothing was sent (remove the secret and retry)", f.Rules, f.Where)
+		return f, refuse(ReasonSecret, "the secret filter matched %v in %v; on_secret is refuse, so nothing was sent", f.Rules, f.Where)
 	}
 	if err := redactAll(s, r); err != nil {
 		return f, refuse(ReasonBadField, "redact: %v", err)
 	}
-	// The redaction path reads the body another way (encoding/json): read the result again the
-	// first way, and refuse if anything is left rather than trust the two to agree.
-	if left, err := find(s, r); err != nil || len(left.Rules) > 0 {
+	// The redaction path reads the body another way (encoding/json): read the body it will
+	// forward again the first way, Parse and all, and refuse if anything is left rather than
+	// trust the two to agree.
+	b, err := r.Body()
+	if err != nil {
+		return f, refuse(ReasonBadField, "redact: %v", err)
+	}
+	again, ref := Parse(b)
+	if ref != nil {
+		return f, refuse(ReasonSecret, "the secret filter matched %v in %v and the redacted request did not read back; nothing was sent", f.Rules, f.Where)
+	}
+	if left, err := find(s, again); err != nil || len(left.Rules) > 0 {
 		return f, refuse(ReasonSecret, "the secret filter matched %v in %v and redaction did not remove every match; nothing was sent", f.Rules, f.Where)
 	}
 	return f, nil
 }
 
-// find scans what Secrets covers and returns the findings.
+// scratch holds the buffers find decodes strings into: a large tool result would otherwise
+// cost an allocation of its size (and the collector's work) on every request. The scanner
+// keeps nothing of the text it is given, so a buffer is free again when find returns.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxScratch = 4 << 20 // larger buffers go back to the collector, not the pool
+
+// find scans what Secrets covers and returns the findings. It walks r's tape: r must not have
+// been rewritten since Parse.
 func find(s Scanner, r *Request) (Findings, error) {
 	var f Findings
-	scan := func(where string, raw json.RawMessage) error {
-		if raw == nil {
-			return nil
+	t := r.tape
+	buf := scratch.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxScratch {
+			scratch.Put(buf)
 		}
+	}()
+	scan := func(where string, k int32) error {
 		found := false
-		err := walkStrings(raw, true, func(text []byte) {
+		err := t.strings(k, true, buf, func(text []byte) {
 			for _, h := range s.Scan(text) {
 				found = true
 				if !slices.Contains(f.Rules, h.Rule) {
@@ -80,29 +103,39 @@ func find(s Scanner, r *Request) (Findings, error) {
 		}
 		return err
 	}
-	if err := scan("system", r.fields["system"]); err != nil {
-		return f, fmt.Errorf("system: %w", err)
+	if k, ok := r.at["system"]; ok {
+		if err := scan("system", k); err != nil {
+			return f, fmt.Errorf("system: %w", err)
+		}
+	}
+	k, ok := r.at["messages"]
+	if !ok || t.kind(k) != '[' {
+		return f, errJSON // Parse refuses both
 	}
 	i := 0
-	err := container(r.fields["messages"], '[', func(_, m []byte) error {
+	err := t.each(k, func(m int32) error {
 		defer func() { i++ }()
-		ms, err := members(m)
-		if err != nil {
+		if t.kind(m) != '{' {
 			return fmt.Errorf("messages[%d] must be an object", i)
 		}
-		var role, content []byte
-		for _, kv := range ms {
-			switch kv.key {
-			case "role":
-				role, err = unquote(kv.val)
-			case "content":
-				content = kv.val
+		var role []byte
+		content := int32(-1)
+		err := t.each(m, func(c int32) error {
+			key, err := t.key(c)
+			switch {
+			case err != nil:
+				return err
+			case string(key) == "role":
+				role, err = unquote(t.raw(c))
+			case string(key) == "content":
+				content = c
 			}
-		}
+			return err
+		})
 		if err != nil || role == nil {
 			return fmt.Errorf("messages[%d].role must be a string", i)
 		}
-		if string(role) == "assistant" {
+		if string(role) == "assistant" || content < 0 {
 			return nil
 		}
 		if err := scan(fmt.Sprintf("messages[%d]", i), content); err != nil {

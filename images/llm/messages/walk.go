@@ -2,7 +2,10 @@ package messages
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"math"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -10,9 +13,13 @@ import (
 
 // This file is a fast reader of JSON that strictjson.Check has already accepted: encoding/json
 // v1 reads large strings at about 100 MB/s and every Unmarshal reads its input twice, which made
-// a 256 KiB tool_result cost llm 20 ms. It finds value boundaries with bytes.IndexByte and
-// decodes only the strings the filter reads. Anything it does not expect is an error, and
-// callers refuse the request: it never guesses.
+// a 256 KiB tool_result cost llm 20 ms. It reads a body once into a tape, the span of every
+// value in document order, finding the ends of strings with bytes.IndexByte; every later
+// reading (Parse's fields, the messages, the strings the filter reads) walks the tape, so a
+// string deep in a tool_result is not skipped again at each level above it (issue 21: that
+// made the reading of a 256 KiB body cost more than the filter). It decodes only the strings the
+// filter reads. Anything it does not expect is an error, and callers refuse the request: it
+// never guesses.
 
 var errJSON = errors.New("json: unexpected input")
 
@@ -47,146 +54,230 @@ func skipString(b []byte, i int) (int, error) {
 	}
 }
 
-// skipValue returns the index after the value starting at b[i].
-func skipValue(b []byte, i int) (int, error) {
-	if i >= len(b) {
-		return 0, errJSON
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				j, err := skipString(b, i)
-				if err != nil {
-					return 0, err
-				}
-				i = j
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1, nil
-				}
-			}
-			i++
-		}
-		return 0, errJSON
-	}
+// skipScalar returns the index after the number or literal starting at b[i].
+func skipScalar(b []byte, i int) (int, error) {
 	j := i
 	for j < len(b) && bytes.IndexByte([]byte(",]} \t\r\n"), b[j]) < 0 {
 		j++
 	}
-	if j == i {
+	if j == i || b[i] == '"' || b[i] == '{' || b[i] == '[' {
 		return 0, errJSON
 	}
 	return j, nil
 }
 
-// container calls fn for each member of the object or element of the array raw (fn gets a
-// nil key for elements), in document order.
-func container(raw []byte, open byte, fn func(key, val []byte) error) error {
-	close := byte(']')
+// tape is a JSON text read once: the span of each of its values in document order, each
+// container's members or elements after it.
+type tape struct {
+	b []byte
+	n []node
+}
+
+// node is one value: b[s:e], after an object member's key literal b[ks:ke] (ks < 0 for the
+// top value and array elements); next is the index of the node after the value and everything
+// in it.
+type node struct{ s, e, ks, ke, next int32 }
+
+// read returns the tape of b, one JSON value with white space around it.
+func read(b []byte) (*tape, error) {
+	if len(b) > math.MaxInt32 {
+		return nil, errJSON
+	}
+	t := &tape{b: b}
+	j, err := t.value(skipSpace(b, 0), -1, -1, 0)
+	if err != nil {
+		return nil, err
+	}
+	if skipSpace(b, j) != len(b) {
+		return nil, errJSON
+	}
+	return t, nil
+}
+
+// value appends the node of the value at b[i] (key literal b[ks:ke]) and those in it, and
+// returns the index after it. Depth is bounded here too, so that no input recurses without end.
+func (t *tape) value(i, ks, ke, depth int) (int, error) {
+	b := t.b
+	if i >= len(b) || depth > MaxDepth {
+		return 0, errJSON
+	}
+	k := len(t.n)
+	t.n = append(t.n, node{s: int32(i), ks: int32(ks), ke: int32(ke)})
+	var j int
+	var err error
+	switch b[i] {
+	case '"':
+		j, err = skipString(b, i)
+	case '{', '[':
+		j, err = t.container(i, depth)
+	default:
+		j, err = skipScalar(b, i)
+	}
+	if err != nil {
+		return 0, err
+	}
+	t.n[k].e, t.n[k].next = int32(j), int32(len(t.n))
+	return j, nil
+}
+
+// container reads the members or elements of the object or array at b[i].
+func (t *tape) container(i, depth int) (int, error) {
+	b := t.b
+	open, close := b[i], byte(']')
 	if open == '{' {
 		close = '}'
 	}
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != open {
-		return errJSON
-	}
-	i = skipSpace(raw, i+1)
-	if i < len(raw) && raw[i] == close {
-		return nil
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == close {
+		return i + 1, nil
 	}
 	for {
-		var key []byte
+		ks, ke := -1, -1
 		if open == '{' {
-			if i >= len(raw) || raw[i] != '"' {
-				return errJSON
+			if i >= len(b) || b[i] != '"' {
+				return 0, errJSON
 			}
-			j, err := skipString(raw, i)
+			j, err := skipString(b, i)
 			if err != nil {
-				return err
+				return 0, err
 			}
-			key, i = raw[i:j], skipSpace(raw, j)
-			if i >= len(raw) || raw[i] != ':' {
-				return errJSON
+			ks, ke, i = i, j, skipSpace(b, j)
+			if i >= len(b) || b[i] != ':' {
+				return 0, errJSON
 			}
-			i = skipSpace(raw, i+1)
+			i = skipSpace(b, i+1)
 		}
-		j, err := skipValue(raw, i)
+		j, err := t.value(i, ks, ke, depth+1)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if err := fn(key, raw[i:j]); err != nil {
-			return err
-		}
-		i = skipSpace(raw, j)
-		switch {
-		case i < len(raw) && raw[i] == ',':
-			i = skipSpace(raw, i+1)
-		case i < len(raw) && raw[i] == close:
-			return nil
+		switch i = skipSpace(b, j); {
+		case i < len(b) && b[i] == ',':
+			i = skipSpace(b, i+1)
+		case i < len(b) && b[i] == close:
+			return i + 1, nil
 		default:
-			return errJSON
+			return 0, errJSON
 		}
 	}
 }
 
-// members returns an object's members in document order.
-func members(raw []byte) ([]member, error) {
+// raw is node k's bytes.
+func (t *tape) raw(k int32) []byte { return t.b[t.n[k].s:t.n[k].e] }
+
+// kind is the first byte of node k: '{', '[', '"' or that of a number or literal.
+func (t *tape) kind(k int32) byte { return t.b[t.n[k].s] }
+
+// key is the decoded key of member node k.
+func (t *tape) key(k int32) ([]byte, error) {
+	if t.n[k].ks < 0 {
+		return nil, errJSON
+	}
+	return unquote(t.b[t.n[k].ks:t.n[k].ke])
+}
+
+// each calls fn with every member or element of container node k, in document order.
+func (t *tape) each(k int32, fn func(c int32) error) error {
+	for c := k + 1; c < t.n[k].next; c = t.n[c].next {
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// members returns the members of object node k in document order.
+func (t *tape) members(k int32) ([]member, error) {
+	if t.kind(k) != '{' {
+		return nil, errJSON
+	}
 	var ms []member
-	err := container(raw, '{', func(k, v []byte) error {
-		key, err := unquote(k)
-		ms = append(ms, member{string(key), v})
+	err := t.each(k, func(c int32) error {
+		key, err := t.key(c)
+		ms = append(ms, member{string(key), t.raw(c)})
 		return err
 	})
 	return ms, err
 }
 
+// members returns an object's members in document order.
+func members(raw []byte) ([]member, error) {
+	t, err := read(raw)
+	if err != nil {
+		return nil, err
+	}
+	return t.members(0)
+}
+
 // unquote decodes a JSON string literal as encoding/json does (lone surrogates become U+FFFD).
 // Without escapes it returns a slice of lit, not a copy.
-func unquote(lit []byte) ([]byte, error) {
+func unquote(lit []byte) ([]byte, error) { return unquoteTo(nil, lit) }
+
+// unquoteTo is unquote that decodes into *buf, which it makes or grows as needed (the walk over
+// a body decodes every string into one buffer, reused: each is scanned and dropped before the
+// next); nil buf is a new buffer each time. A result with escapes decoded is only good until
+// *buf is written again.
+func unquoteTo(buf *[]byte, lit []byte) ([]byte, error) {
 	if len(lit) < 2 || lit[0] != '"' || lit[len(lit)-1] != '"' {
 		return nil, errJSON
 	}
 	s := lit[1 : len(lit)-1]
-	if bytes.IndexByte(s, '\\') < 0 {
+	k := bytes.IndexByte(s, '\\')
+	if k < 0 {
 		return s, nil
 	}
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
+	// No escape decodes longer than it is written (\uXXXX to 3 bytes at most, a surrogate pair
+	// of 12 to 4), so the output, written at n <= i, fits in len(s).
+	var out []byte
+	switch {
+	case buf != nil && cap(*buf) >= len(s):
+		out = (*buf)[:len(s)]
+	case buf != nil:
+		out = make([]byte, len(s))
+		*buf = out[:0]
+	default:
+		out = make([]byte, len(s))
+	}
+	n := copy(out, s[:k])
+	for i := k; i < len(s); {
 		if s[i] != '\\' {
-			// Copy the run up to the next escape at once: tool output is mostly plain text with
-			// an escaped newline per line.
-			j := bytes.IndexByte(s[i:], '\\')
-			if j < 0 {
-				j = len(s) - i
+			// The plain bytes up to the next escape, eight at a time: tool output has an escape
+			// every few dozen bytes, too often for bytes.IndexByte's start-up cost.
+			// The lowest bit of m marks the first '\\' (0x5c) exactly; bits above it may be
+			// false. The eight bytes are stored whole: those after n are written again later.
+			for i+8 <= len(s) {
+				w := binary.LittleEndian.Uint64(s[i:])
+				binary.LittleEndian.PutUint64(out[n:], w)
+				x := w ^ 0x5c5c5c5c5c5c5c5c
+				if m := (x - 0x0101010101010101) &^ x & 0x8080808080808080; m != 0 {
+					p := bits.TrailingZeros64(m) / 8
+					i, n = i+p, n+p
+					break
+				}
+				i, n = i+8, n+8
 			}
-			out = append(out, s[i:i+j]...)
-			i += j
+			for i < len(s) && s[i] != '\\' {
+				out[n] = s[i]
+				i, n = i+1, n+1
+			}
 			continue
 		}
 		if i+1 >= len(s) {
 			return nil, errJSON
 		}
-		switch s[i+1] {
+		c := s[i+1]
+		switch c {
 		case '"', '\\', '/':
-			out = append(out, s[i+1])
 		case 'b':
-			out = append(out, '\b')
+			c = '\b'
 		case 'f':
-			out = append(out, '\f')
+			c = '\f'
 		case 'n':
-			out = append(out, '\n')
+			c = '\n'
 		case 'r':
-			out = append(out, '\r')
+			c = '\r'
 		case 't':
-			out = append(out, '\t')
+			c = '\t'
 		case 'u':
 			r, ok := hex4(s, i+2)
 			if !ok {
@@ -196,21 +287,22 @@ func unquote(lit []byte) ([]byte, error) {
 			if utf16.IsSurrogate(r) {
 				if r2, ok := hex4(s, i+2); ok && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
 					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						out = utf8.AppendRune(out, d)
+						n += utf8.EncodeRune(out[n:], d)
 						i += 6
 						continue
 					}
 				}
 				r = utf8.RuneError
 			}
-			out = utf8.AppendRune(out, r)
+			n += utf8.EncodeRune(out[n:], r)
 			continue
 		default:
 			return nil, errJSON
 		}
-		i += 2
+		out[n] = c
+		i, n = i+2, n+1
 	}
-	return out, nil
+	return out[:n], nil
 }
 
 func hex4(s []byte, i int) (rune, bool) {
@@ -224,36 +316,42 @@ func hex4(s []byte, i int) (rune, bool) {
 // walkStrings calls fn on every string value in raw (not keys). With skip, the strings that
 // Secrets leaves alone are skipped: fields in skipKeys, and the data of a base64 source.
 func walkStrings(raw []byte, skip bool, fn func([]byte)) error {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) {
-		return errJSON
+	t, err := read(raw)
+	if err != nil {
+		return err
 	}
-	switch raw[i] {
+	return t.strings(0, skip, nil, fn)
+}
+
+// strings is walkStrings of node k. Strings with escapes are decoded into *buf (grown as
+// needed; nil for a new one each time): each is good only until fn returns.
+func (t *tape) strings(k int32, skip bool, buf *[]byte, fn func([]byte)) error {
+	switch t.kind(k) {
 	case '"':
-		s, err := unquote(bytes.TrimSpace(raw))
+		s, err := unquoteTo(buf, t.raw(k))
 		fn(s)
 		return err
 	case '[':
-		return container(raw, '[', func(_, v []byte) error { return walkStrings(v, skip, fn) })
+		return t.each(k, func(c int32) error { return t.strings(c, skip, buf, fn) })
 	case '{':
-		ms, err := members(raw)
+		binary := false
+		err := t.each(k, func(c int32) error {
+			key, err := t.key(c)
+			if string(key) == "type" && bytes.Equal(t.raw(c), []byte(`"base64"`)) {
+				binary = true
+			}
+			return err
+		})
 		if err != nil {
 			return err
 		}
-		binary := false
-		for _, m := range ms {
-			if m.key == "type" && bytes.Equal(m.val, []byte(`"base64"`)) {
-				binary = true
+		return t.each(k, func(c int32) error {
+			key, _ := t.key(c) // read above
+			if skip && (skipKeys[string(key)] || binary && string(key) == "data") {
+				return nil
 			}
-		}
-		for _, m := range ms {
-			if skip && (skipKeys[m.key] || binary && m.key == "data") {
-				continue
-			}
-			if err := walkStrings(m.val, skip, fn); err != nil {
-				return err
-			}
-		}
+			return t.strings(c, skip, buf, fn)
+		})
 	}
 	return nil
 }

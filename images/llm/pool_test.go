@@ -1,0 +1,136 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sharness-ai/sharness/images/llm/messages"
+)
+
+// lateTransport answers at once and keeps each request body unread and open, as a transport
+// still writing a body after the response came back does; with replay, it closes the body and
+// keeps the one GetBody gives instead, as a transport retrying on a new connection does.
+type lateTransport struct {
+	bodies chan io.ReadCloser
+	replay *atomic.Bool
+}
+
+func (l lateTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.GetBody == nil || r.ContentLength <= 0 {
+		return nil, errors.New("no GetBody or no length: the transport could not retry the request")
+	}
+	body := r.Body
+	if l.replay.Load() {
+		r.Body.Close()
+		var err error
+		if body, err = r.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	l.bodies <- body
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(`{"usage":{"input_tokens":1,"output_tokens":1}}`)), Request: r}, nil
+}
+
+// TestBodyBufferOutlivesTheTransport: llm reuses request body buffers (readBody), but never one
+// the transport has not closed: a later request must not overwrite the bytes of one the
+// upstream is still being sent.
+func TestBodyBufferOutlivesTheTransport(t *testing.T) {
+	rules, err := messages.Compile(llmPolicy(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := lateTransport{bodies: make(chan io.ReadCloser, 8), replay: &atomic.Bool{}}
+	srv := httptest.NewServer(newServer(rules, &fakeFilter{}, &fakeKMS{}, late, discard()))
+	defer srv.Close()
+	send := func(c string) string {
+		body := req(`,"system":"` + strings.Repeat(c, 64<<10) + `"`)
+		r, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		return body
+	}
+	first := send("A")
+	held := <-late.bodies
+	late.replay.Store(true) // a body read again (a retry) is not reused either, closed or not
+	again := send("R")
+	replayed := <-late.bodies
+	late.replay.Store(false)
+	for _, c := range []string{"B", "C", "D"} { // each one's body closed at once: its buffer is free
+		send(c)
+		(<-late.bodies).Close()
+	}
+	for _, b := range []struct {
+		r    io.ReadCloser
+		want string
+	}{{held, first}, {replayed, again}} {
+		got, err := io.ReadAll(b.r)
+		b.r.Close()
+		if err != nil || string(got) != b.want {
+			t.Fatalf("a body still being sent changed under the transport (%d bytes, %v)", len(got), err)
+		}
+	}
+}
+
+// TestBodyIsSentWithItsLength: the body goes upstream with a Content-Length, as NewRequest
+// would give a *bytes.Reader, not chunked; and concurrent requests each get their own bytes.
+func TestBodyIsSentWithItsLength(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]bool{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got[string(b)] = true
+		mu.Unlock()
+		if r.ContentLength != int64(len(b)) || len(r.TransferEncoding) > 0 {
+			t.Errorf("upstream got Content-Length %d, Transfer-Encoding %v for %d bytes", r.ContentLength, r.TransferEncoding, len(b))
+		}
+		w.Header().Set("content-type", "application/json")
+		io.WriteString(w, `{"usage":{"input_tokens":1,"output_tokens":1}}`)
+	}))
+	defer up.Close()
+	rules, err := messages.Compile(llmPolicy(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := url.Parse(up.URL)
+	srv := httptest.NewServer(newServer(rules, &fakeFilter{}, &fakeKMS{}, to{base}, discard()))
+	defer srv.Close()
+	var wg sync.WaitGroup
+	bodies := make([]string, 8)
+	for i := range bodies {
+		bodies[i] = req(`,"system":"` + strings.Repeat(string(rune('a'+i)), 32<<10) + `"`)
+		wg.Go(func() {
+			resp, err := http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(bodies[i]))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("request %d: status %d", i, resp.StatusCode)
+			}
+		})
+	}
+	wg.Wait()
+	for i, b := range bodies {
+		if !got[b] {
+			t.Errorf("request %d did not reach the upstream as sent", i)
+		}
+	}
+}
