@@ -28,6 +28,7 @@ import (
 type netWatch struct {
 	upstream string // net's proxy, host:port
 	log      *slog.Logger
+	slots    chan struct{} // one per connection relayed; nil: maxRelayed
 
 	mu   sync.Mutex
 	seen []netRefusal // the last maxRefusals, oldest first
@@ -43,13 +44,20 @@ type netRefusal struct {
 
 const (
 	maxRefusals   = 64
+	maxRelayed    = 128      // connections relayed at once: net's own cap per caller
 	maxHeadBytes  = 64 << 10 // an answer's head the relay reads, at most
 	maxLineBytes  = 256      // of a request line or a reason kept
 	relayDialWait = 10 * time.Second
 )
 
-// serve relays each connection ln accepts to the upstream proxy until ctx ends.
+// serve relays each connection ln accepts to the upstream proxy until ctx ends, at most
+// maxRelayed at once: a sandbox opening connections without end would otherwise spend the
+// server's own descriptors (two a connection), and with them its MCP calls; one over the cap is
+// closed at once, as net closes one over its cap.
 func (w *netWatch) serve(ctx context.Context, ln net.Listener) {
+	if w.slots == nil {
+		w.slots = make(chan struct{}, maxRelayed)
+	}
 	go func() { <-ctx.Done(); ln.Close() }()
 	for {
 		c, err := ln.Accept()
@@ -59,7 +67,15 @@ func (w *netWatch) serve(ctx context.Context, ln net.Listener) {
 			}
 			return
 		}
-		go w.relay(c)
+		select {
+		case w.slots <- struct{}{}:
+			go func() {
+				defer func() { <-w.slots }()
+				w.relay(c)
+			}()
+		default:
+			c.Close()
+		}
 	}
 }
 

@@ -164,3 +164,52 @@ func FuzzRelayParsers(f *testing.F) {
 		}
 	})
 }
+
+// TestNetWatchCapsConnections: connections over the cap are closed at once, and a slot freed
+// by a closed connection serves the next one.
+func TestNetWatchCapsConnections(t *testing.T) {
+	w := &netWatch{upstream: fakeNet(t), log: slog.New(slog.DiscardHandler), slots: make(chan struct{}, 2)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.serve(ctx, ln)
+	var held []net.Conn
+	for range 2 { // each held open by a tunnel the fake net keeps
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "CONNECT allowed.example:443 HTTP/1.1\r\nHost: allowed.example:443\r\n\r\n")
+		if _, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect}); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	over, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	over.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := over.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("a connection over the cap: read %d, %v, want it closed", n, err)
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(w.slots) > 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "CONNECT allowed.example:443 HTTP/1.1\r\nHost: allowed.example:443\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("after a slot was freed: %v %v", resp, err)
+	}
+	held[1].Close()
+}
