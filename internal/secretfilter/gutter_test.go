@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -15,7 +16,11 @@ func withGutter(text []byte, format string) []byte {
 		if len(line) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, format, i+1)
+		if strings.Contains(format, "%") {
+			fmt.Fprintf(&b, format, i+1)
+		} else {
+			b.WriteString(format)
+		}
 		b.Write(line)
 	}
 	return b.Bytes()
@@ -28,7 +33,7 @@ func withGutter(text []byte, format string) []byte {
 func TestToolCorpusWithGutter(t *testing.T) {
 	f := newTestFilter(t)
 	for _, tc := range loadToolCorpus(t) {
-		for _, g := range []string{"%d\t", "%6d\t", "%6d\u2192"} {
+		for _, g := range []string{"%d\t", "%6d\t", "%6d\u2192", "%4d| ", "%d:", "%4d  "} {
 			name := fmt.Sprintf("%s/%s/%q", tc.format, tc.source, g)
 			t.Run(name, func(t *testing.T) {
 				text := withGutter(tc.text, g)
@@ -55,19 +60,23 @@ func TestGutter(t *testing.T) {
 		line string
 		want int
 	}{
-		{"1\tx", 2}, {"     12\tx", 8}, {"3\u2192x", 4}, {"  7\u2192", 6},
-		{"x\t1", 0}, {"\tx", 0}, {"12 x", 0}, {"1234567890\tx", 0}, {"", 0}, {"  \t", 0},
+		{"1\tx", 2}, {"     12\tx", 8}, {"3\u2192x", 4}, {"  7\u2192", 6}, {"  7\u2192 x", 6},
+		{"   3| d", 5}, {"1:AKIA", 2}, {"12: x", 3}, {"   4  x", 6}, {"+x", 0}, {"> x", 0},
+		{"x\t1", 0}, {"\tx", 0}, {"12 x", 0}, {"1234567890\tx", 0}, {"", 0}, {"  \t", 0}, {"12", 0}, {"-x", 0},
 	} {
 		if got := gutter([]byte(tt.line)); got != tt.want {
 			t.Errorf("gutter(%q) = %d, want %d", tt.line, got, tt.want)
 		}
 	}
 	// One numbered line in three is not a gutter: the text's own view is all there is.
-	if v := catN(&view{dec: []byte("1\ta\nb\nc\n")}); v != nil {
+	if v := catN(&view{dec: []byte("1\ta\nb\nc\n")}, false); v != nil {
 		t.Errorf("catN of one numbered line in three: %q, want nil", v.dec)
 	}
-	v := catN(&view{dec: []byte("1\tab\n2\tcd\nef")})
+	v := catN(&view{dec: []byte("1\tab\n2\tcd\nef")}, false)
 	if v == nil || string(v.dec) != "ab\ncd\nef" {
 		t.Fatalf("catN: %v", v)
+	}
+	if v := catN(&view{dec: []byte("1| a\n2| b\n")}, true); v == nil || string(v.dec) != "a\nb\n" || !spaceAfter([]byte("1| a\n")) || spaceAfter([]byte("1\ta\n")) {
+		t.Errorf("catN with the space after: %v", v)
 	}
 }

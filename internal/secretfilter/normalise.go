@@ -17,6 +17,8 @@ import (
 // The views, each built only when the text has what it decodes, so that ordinary text pays a
 // few passes of byte comparisons:
 //
+//   - terminal escapes removed (colours, erase-line, OSC; backspace overstrikes; ansi.go), when
+//     the text holds an ESC or a backspace; the views below are made of this view too;
 //   - a line-number gutter removed (cat -n, nl, Claude Code's Read: "N\t" before each line;
 //     gutter.go), when at least half of the lines (and two) have one; the views below are made
 //     of the text and of this view alike;
@@ -45,8 +47,16 @@ type normView struct {
 func normalised(text []byte) []normView {
 	root := &view{dec: text}
 	base := []*view{root}
-	if n := catN(root); n != nil {
-		base = append(base, n)
+	if a := ansi(root); a != nil {
+		base = append(base, a)
+	}
+	for _, v := range base[:len(base):len(base)] {
+		if n := catN(v, false); n != nil {
+			base = append(base, n)
+			if spaceAfter(v.dec) {
+				base = append(base, catN(v, true))
+			}
+		}
 	}
 	for _, v := range base[:len(base):len(base)] {
 		if c := catA(v); c != nil {
