@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,11 @@ var plantedFormats = []plantedFormat{
 	{name: "xxd", shell: `xxd "$1"`},
 	{name: "hexdump-C", shell: `hexdump -C "$1"`},
 	{name: "base64-wrapped", shell: `base64 -w 40 "$1"`},
+	// grep's colour around the match: "= \x1b[01;31m\x1b[KAKIA\x1b[m\x1b[KQYLP…", the 'K'
+	// before the key and the split inside it hid it from every rule before the filter removed
+	// terminal escapes (an attack on llm).
+	{name: "grep-color", shell: `grep --color=always -n -E 'AKIA|ghp_|= q7|region' "$1"`},
+	{name: "cat-A-grep-color", shell: `grep --color=always -E 'AKIA|ghp_|= q7|region' "$1" | cat -A`},
 	{name: "zero-width", apply: func(s string) string { // a zero-width space between groups of 4
 		for _, v := range []string{plantedKeyID, plantedSecret, plantedToken} {
 			var z strings.Builder
@@ -85,16 +91,17 @@ func (f plantedFormat) render(t *testing.T, content string) string {
 	return string(out)
 }
 
-// secretLines are the lines of format f that hold a planted secret's bytes: those that differ
-// from the same format of the same file with each secret replaced by as many x's. None of them
-// may reach the model, whole or in part, however the filter treats the rest.
+// secretLines are the lines of format f that hold a planted secret's bytes: those that the same
+// format of the same file, with each secret replaced by as many x's, does not print (anywhere: a
+// grep prints fewer lines of it). None of them may reach the model, whole or in part, however
+// the filter treats the rest.
 func (f plantedFormat) secretLines(t *testing.T) (rendered string, lines []string) {
 	t.Helper()
 	rendered = f.render(t, plantedFile(plantedKeyID, plantedSecret, plantedToken))
 	x := func(s string) string { return strings.Repeat("x", len(s)) }
 	dummy := strings.Split(f.render(t, plantedFile(x(plantedKeyID), x(plantedSecret), x(plantedToken))), "\n")
-	for i, l := range strings.Split(rendered, "\n") {
-		if i >= len(dummy) || l != dummy[i] {
+	for _, l := range strings.Split(rendered, "\n") {
+		if !slices.Contains(dummy, l) {
 			if l = strings.TrimSpace(l); len(l) >= 8 {
 				lines = append(lines, l)
 			}

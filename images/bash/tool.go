@@ -135,10 +135,13 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 		"stderr_truncated", out.StderrTruncated, "timed_out", out.TimedOut, "redactions", len(out.Redacted))
 	// net's refusals while it ran, in a plain line the model and the person read (through the
 	// filter too: a URL may carry a key).
-	refused := t.watch.since(started)
-	said, _ := t.filter.Redact([]byte(netLines(refused)))
-	line = append(line, "net_refusals", len(refused))
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: summary(out, a) + string(said)}}, StructuredContent: out}, nil
+	text := summary(out, a)
+	if refused := t.watch.since(started); len(refused) > 0 {
+		said, _ := t.filter.Redact([]byte(netLines(refused)))
+		text += string(said)
+		line = append(line, "net_refusals", len(refused))
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: out}, nil
 }
 
 // redact passes both streams through the secret filter: a key a command prints never reaches

@@ -21,6 +21,8 @@ func TestANSI(t *testing.T) {
 		{"grep --color=always, the match a prefix", "aws_access_key_id = \x1b[01;31m\x1b[KAKIA\x1b[m\x1b[K" + id[4:] + "\n", "aws-access-key-id"},
 		{"git diff --color-words inside the key", "aws_access_key_id = " + id[:19] + "\x1b[31mQ\x1b[m\x1b[32m" + id[19:] + "\x1b[m\n", "aws-access-key-id"},
 		{"an OSC hyperlink around it", "\x1b]8;;https://x.example\x1b\\" + token + "\x1b]8;;\x07\n", "github-token"},
+		{"cat -A of grep --color=always", "creds:2:aws_access_key_id = ^[[01;31m^[[K" + id + "^[[m^[[K$\ntoken = ^[[31m" + token + "^[[0m$\n", "aws-access-key-id"},
+		{"JSON-escaped colours", `aws_access_key_id = \u001b[01;31m\u001b[K` + id + `\u001b[m\u001b[K`, "aws-access-key-id"},
 		{"nroff bold", "A\bAK\bKI\bIA\bA" + id[4:] + "\n", "aws-access-key-id"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

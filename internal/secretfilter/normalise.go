@@ -61,6 +61,9 @@ func normalised(text []byte) []normView {
 	for _, v := range base[:len(base):len(base)] {
 		if c := catA(v); c != nil {
 			base = append(base, c)
+			if a := ansi(c); a != nil { // cat -A spells ESC as ^[: the escapes it hid are real now
+				base = append(base, a)
+			}
 		}
 	}
 	for _, v := range base[:len(base):len(base)] {
@@ -75,6 +78,9 @@ func normalised(text []byte) []normView {
 			e := unescape(v.dec, introducers)
 			e.parent = v
 			out = append(out, normView{v: e, esc: true})
+			if a := ansi(e); a != nil { // "\u001b[31m" decoded is a colour again
+				out = append(out, normView{v: a, esc: true})
+			}
 		}
 	}
 	for _, n := range out[:len(out):len(out)] {
