@@ -215,10 +215,9 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: secretsSource, Target: SecretsMount,
 			ReadOnly: true}) // compose creates a missing host folder (create_host_path defaults to true)
 		// No memlock ulimit: raising it needs CAP_SYS_RESOURCE in the engine, which some hosts
-		// (this project's CI among them) do not give, and then no container starts. kms locks
-		// all its memory only when the limit is unlimited, and reports the degradation when not
-		// (images/kms/hygiene). An override file cannot raise it under the runtime shim, which
-		// refuses an rlimit the compiled spec does not set: that would take the policy.
+		// (this project's CI among them) do not give, and then no container starts. kms's policy
+		// grants CAP_IPC_LOCK instead (cap_add above), which lifts the limit for mlockall; the
+		// runtime shim makes it ambient, as the compiled spec has it (host/shim Grant).
 	}
 	for _, w := range pbp.WorkspaceMounts(c) {
 		s.Volumes = append(s.Volumes, types.ServiceVolumeConfig{Type: "bind", Source: path.Join(workspaceSource, w.Rel),

@@ -101,6 +101,27 @@ func TestModelPath(t *testing.T) {
 		if seen["memfd_secret"] == "ok" && seen["kms/memfd_secret"] != "ok" {
 			t.Errorf("the host has memfd_secret but kms runs without it (%q)\n%s", seen["kms/memfd_secret"], out)
 		}
+		// The policy grants kms CAP_IPC_LOCK and the shim makes it ambient: kms locks all its
+		// memory on an engine that cannot raise the memlock limit (this one: no CAP_SYS_RESOURCE).
+		if seen["kms/mlockall"] != "ok" {
+			t.Errorf("kms/mlockall is %q in the running kms, want ok (CAP_IPC_LOCK from the policy)\n%s", seen["kms/mlockall"], out)
+		}
+	})
+	t.Run("kms-holds-ipc-lock-alone", func(t *testing.T) {
+		// What the kernel says of the running kms process, not what the spec meant: CAP_IPC_LOCK
+		// (bit 14) in its effective, permitted and ambient sets and nothing else, and locked memory.
+		st := kmsStatus(t, ctx, s)
+		for _, set := range []string{"CapEff", "CapPrm", "CapAmb"} {
+			if st[set] != fmt.Sprintf("%016x", 1<<14) {
+				t.Errorf("kms's %s is %s, want CAP_IPC_LOCK alone (%016x)", set, st[set], 1<<14)
+			}
+		}
+		if st["CapBnd"] != fmt.Sprintf("%016x", 1<<14) {
+			t.Errorf("kms's bounding set is %s, want CAP_IPC_LOCK alone", st["CapBnd"])
+		}
+		if kb := strings.TrimSuffix(st["VmLck"], " kB"); kb == "" || kb == "0" {
+			t.Errorf("kms has no locked memory (VmLck %q): mlockall did not take", st["VmLck"])
+		}
 	})
 	t.Run("kms-doors", func(t *testing.T) {
 		for _, seat := range []struct {
@@ -297,4 +318,42 @@ func keyNowhere(t *testing.T, s *stack, ctx context.Context, k apiKey) {
 		t.Fatalf("the process scan did not see the agent's environment (%d bytes)", len(procs))
 	}
 	look("processes' environments and command lines", procs)
+}
+
+// kmsStatus is /proc/PID/status of the kms program in the stack's kms container, read on the host:
+// the child of the engine's init (the container's first process), into which the Landlock
+// helper execs kms.
+func kmsStatus(t *testing.T, ctx context.Context, s *stack) map[string]string {
+	t.Helper()
+	id, err := s.compose(ctx, "ps", "-q", "kms")
+	if err != nil {
+		t.Fatalf("compose ps kms: %v\n%s", err, id)
+	}
+	pid, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.State.Pid}}", strings.TrimSpace(string(id))).Output()
+	if err != nil {
+		t.Fatalf("docker inspect kms: %v", err)
+	}
+	p := strings.TrimSpace(string(pid))
+	children, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kids := strings.Fields(string(children))
+	if len(kids) != 1 {
+		t.Fatalf("kms's init (pid %s) has children %v, want the kms program alone", p, kids)
+	}
+	data, err := os.ReadFile("/proc/" + kids[0] + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := map[string]string{}
+	for _, l := range strings.Split(string(data), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			st[k] = strings.TrimSpace(v)
+		}
+	}
+	if !strings.HasPrefix(st["Name"], "sharness-kms") {
+		t.Fatalf("kms's init's child is %q, not the kms program", st["Name"])
+	}
+	return st
 }

@@ -10,17 +10,13 @@
 # SHARNESS_AI_WORKSPACE names yours (it must be writable by uid 65532: the agent, bash and fs run as
 # that uid).
 #
-# Usage: hack/up.sh [--keep] [agent arguments...]
+# Usage: hack/up.sh [--keep]
 #        SHARNESS_AI_POLICY_HASH=sha256:... hack/up.sh  (refuse any other policy)
 #
 #   --keep                    (or SHARNESS_AI_KEEP=1) leave the stack, its throwaway folder and the
 #                             engine up at the end, and print the commands to look at it and to stop it
-#   SHARNESS_AI_OVERLAY=FILE  a compose overlay that replaces the agent (hack/claude-code.sh passes
-#                             compose/claude-code.yml): the agent then runs with `docker compose run`,
-#                             given up.sh's arguments, on a terminal when up.sh has one (the demo
-#                             agent takes none)
-#   SHARNESS_AI_ONLINE=1      no offline world: net reaches the real hosts, and the key sealed to kms
-#                             is yours, read from the terminal (never from the command line)
+#
+# Your own agent, on your project, online with your key, is `sharness-ai run` (docs/cli.md#run).
 #
 # Output: one line per step on stderr; everything the steps print (go, apt, docker, compose, the
 # stack's logs on a failure) goes to a log file, kept after the run, whose path is printed first:
@@ -31,12 +27,11 @@
 # through llm with the sealed key, and what is left running.
 #
 # Exit status: the demo's verdict, 0 only if every check passed and every door held, and the agent
-# exited 0 (an overlay's agent: its own exit status); non-zero when a step failed.
+# exited 0; non-zero when a step failed.
 #
-# Offline, the stack is the offline world's: policies/world/manifest.yaml (the default policy and
-# the test_world section that grants the world's test switches, under its hash), compiled to
-# compose/world/, with compose/world.yml over it. Online it is the default policy's
-# docker-compose.yml, which grants none. Before anything runs, the committed docker-compose.yml and
+# The stack is the offline world's: policies/world/manifest.yaml (the default policy and the
+# test_world section that grants the world's test switches, under its hash), compiled to
+# compose/world/, with compose/world.yml over it. Before anything runs, the committed docker-compose.yml and
 # compiled/, and compose/world/, must be exactly what the two manifests compile to, and, when
 # SHARNESS_AI_POLICY_HASH is given, the hash of the manifest that runs must equal it. Every
 # service runs under the runtime shim (sharness-runtime, installed here and registered by
@@ -56,10 +51,10 @@ if [ "${1:-}" = --keep ]; then
 	keep=1
 	shift
 fi
-# Whether the overlay's agent gets a terminal: decided before stdout goes to the log.
-interactive=
-if [ -t 0 ] && [ -t 1 ]; then interactive=1; fi
-
+if [ $# -gt 0 ]; then
+	echo "usage: hack/up.sh [--keep] (your own agent, online, on your project: go run ./cmd/sharness-ai run, docs/cli.md#run)" >&2
+	exit 2
+fi
 stamp=$(date +%Y%m%d-%H%M%S)
 LOGDIR=${XDG_STATE_HOME:-${HOME:-/tmp}/.local/state}/sharness-ai
 mkdir -p "$LOGDIR"
@@ -198,11 +193,7 @@ summarise() {
 	fi
 	[ ${#cfail[@]} -eq 0 ] || ok=1
 	if [ -n "${passed[model-tool-call]:-}" ]; then
-		if [ -n "${SHARNESS_AI_ONLINE:-}" ]; then
-			printf 'Model: answered through llm with your key sealed to kms (the agent holds only a placeholder)'
-		else
-			printf 'Model: answered through llm with the key sealed to kms (the agent holds only a placeholder; the offline model accepts the sealed key alone)'
-		fi
+		printf 'Model: answered through llm with the key sealed to kms (the agent holds only a placeholder; the offline model accepts the sealed key alone)'
 		if [ -n "${passed[model-refused]:-}" ]; then printf '; llm refused a model the policy does not allow'; fi
 		echo .
 	fi
@@ -228,11 +219,7 @@ summarise() {
 begin "checking the policy"
 go run ./cmd/sharness-ai compile --check
 go run ./cmd/sharness-ai -f policies/world/manifest.yaml compile -o compose/world --check
-if [ -n "${SHARNESS_AI_ONLINE:-}" ]; then
-	manifest=policies/default/manifest.yaml stackdir=.
-else
-	manifest=policies/world/manifest.yaml stackdir=compose/world
-fi
+manifest=policies/world/manifest.yaml stackdir=compose/world
 # Every sharness-ai below reads this manifest.
 export SHARNESS_AI_MANIFEST=$manifest
 M=$(go run ./cmd/sharness-ai hash)
@@ -290,22 +277,15 @@ export SHARNESS_PROBE_HOST_ADDRS="${addrs}10.213.0.1:9,10.214.0.1:9"
 
 work=$(mktemp -d)
 chmod 0755 "$work"
-if [ -n "${SHARNESS_AI_ONLINE:-}" ]; then
-	# The prompt and the key are the person's terminal's, never the log's.
-	read -rsp 'up: your Anthropic API key (not shown): ' key </dev/tty 2>&4
-	echo >&4
-	[ -n "$key" ] || { echo "up: no key given" >&2; exit 2; }
-else
-	# A throwaway key stands in for a real one; the offline model accepts this key alone, so the
-	# demo shows the sealed key, and not the agent's placeholder, is what reached the model.
-	key="sk-ant-api03-offline-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-	SHARNESS_MODEL_EXPECT_KEY_SHA256=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
-	export SHARNESS_MODEL_EXPECT_KEY_SHA256
-	# The offline world's throwaway TLS leaf and CA, handed to world, model, llm and the probe.
-	worldca=$(go run ./testkit/worldca)
-	eval "$worldca"
-	unset worldca
-fi
+# A throwaway key stands in for a real one; the offline model accepts this key alone, so the
+# demo shows the sealed key, and not the agent's placeholder, is what reached the model.
+key="sk-ant-api03-offline-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+SHARNESS_MODEL_EXPECT_KEY_SHA256=$(printf %s "$key" | sha256sum | cut -d' ' -f1)
+export SHARNESS_MODEL_EXPECT_KEY_SHA256
+# The offline world's throwaway TLS leaf and CA, handed to world, model, llm and the probe.
+worldca=$(go run ./testkit/worldca)
+eval "$worldca"
+unset worldca
 export SHARNESS_AI_SECRETS_DIR=$work/secrets
 mkdir -m 0755 "$SHARNESS_AI_SECRETS_DIR"
 
@@ -317,13 +297,8 @@ fi
 # The protected paths must exist before the agent and bash mount them read-only.
 go run ./cmd/sharness-ai workspace init --dir "$SHARNESS_AI_WORKSPACE"
 
-files=(-f "$stackdir/docker-compose.yml")
-services=(launcher net llm kms bash fs)
-if [ -z "${SHARNESS_AI_ONLINE:-}" ]; then
-	files+=(-f compose/world.yml)
-	services+=(world model)
-fi
-[ -z "${SHARNESS_AI_OVERLAY:-}" ] || files+=(-f "$SHARNESS_AI_OVERLAY")
+files=(-f "$stackdir/docker-compose.yml" -f compose/world.yml)
+services=(launcher net llm kms bash fs world model)
 compose=(docker compose "${files[@]}" -p sharness)
 stack=1
 
@@ -341,34 +316,23 @@ printf %s "$key" | go run ./cmd/sharness-ai secret seal --to "$work/bundle.json"
 unset key
 end
 
-status=0
-if [ -n "${SHARNESS_AI_OVERLAY:-}" ]; then
-	tty=()
-	[ -n "$interactive" ] || tty=(-T)
-	say "running the agent of $SHARNESS_AI_OVERLAY on this terminal"
-	printf '\n==> up: the agent of %s runs on the terminal\n' "$SHARNESS_AI_OVERLAY"
-	"${compose[@]}" run --rm --no-deps "${tty[@]}" agent "$@" >&3 2>&4 || status=$?
-	say "the agent exited with status $status"
+begin "running the demo agent"
+"${compose[@]}" up --pull never --detach agent
+agent=$("${compose[@]}" ps -aq agent)
+status=$(docker wait "$agent")
+# Its stdout is the report; its stderr, only the log's.
+docker logs "$agent" >"$REPORT"
+printf '\n==> up: the agent'"'"'s report (exit %s)\n' "$status"
+cat "$REPORT"
+end
+echo >&3
+verdict=0
+summarise >&3 || verdict=1
+if [ "$status" -ne 0 ]; then
+	echo "The agent exited with status $status." >&3
 	verdict=$status
-else
-	begin "running the demo agent"
-	"${compose[@]}" up --pull never --detach agent
-	agent=$("${compose[@]}" ps -aq agent)
-	status=$(docker wait "$agent")
-	# Its stdout is the report; its stderr, only the log's.
-	docker logs "$agent" >"$REPORT"
-	printf '\n==> up: the agent'"'"'s report (exit %s)\n' "$status"
-	cat "$REPORT"
-	end
-	echo >&3
-	verdict=0
-	summarise >&3 || verdict=1
-	if [ "$status" -ne 0 ]; then
-		echo "The agent exited with status $status." >&3
-		verdict=$status
-	fi
-	echo "Report: $REPORT" >&3
 fi
+echo "Report: $REPORT" >&3
 if [ "$verdict" -ne 0 ]; then
 	printf '\n==> up: the stack'"'"'s logs\n'
 	"${compose[@]}" logs --no-color llm kms bash fs || true
@@ -391,9 +355,7 @@ Try, from $ROOT:
   go run ./cmd/sharness-ai down -p sharness --volumes && rm -rf $work$([ -n "$started" ] && printf ' && hack/engine.sh stop')
 MSG
 fi
-if [ -n "${SHARNESS_AI_OVERLAY:-}" ]; then
-	echo "Log: $LOG" >&3
-elif [ "$verdict" -eq 0 ]; then
+if [ "$verdict" -eq 0 ]; then
 	echo "Verdict: pass. Log: $LOG" >&3
 else
 	echo "Verdict: FAIL (exit $verdict). Log: $LOG" >&3

@@ -62,13 +62,17 @@ func execute(args []string, stdout, stderr io.Writer, d *engine.Docker) int {
 	}
 	root.PersistentFlags().StringVarP(&a.manifest, "file", "f", envOr("SHARNESS_AI_MANIFEST", DefaultManifest), "the manifest (env SHARNESS_AI_MANIFEST)")
 	root.PersistentFlags().BoolVar(&a.asJSON, "json", false, "print machine-readable JSON")
-	root.AddCommand(a.compileCmd(), a.hashCmd(), a.diagramCmd(), a.verifyCmd(), a.signCmd(), a.keygenCmd(), a.explainCmd(), a.lockCmd(), a.secretCmd(), a.kmsCmd(), a.doctorCmd(), a.workspaceCmd(), a.installCmd(), a.operatorCmd(), a.pendingCmd(), a.approveCmd(), a.denyCmd(), a.dashboardCmd(), a.auditCmd(), a.recipientCmd(), a.exportCmd(), a.importCmd(), a.upCmd(), a.statusCmd(), a.downCmd(), a.sessionCmd())
+	root.AddCommand(a.compileCmd(), a.hashCmd(), a.diagramCmd(), a.verifyCmd(), a.signCmd(), a.keygenCmd(), a.explainCmd(), a.lockCmd(), a.secretCmd(), a.kmsCmd(), a.doctorCmd(), a.workspaceCmd(), a.installCmd(), a.operatorCmd(), a.pendingCmd(), a.approveCmd(), a.denyCmd(), a.dashboardCmd(), a.auditCmd(), a.recipientCmd(), a.exportCmd(), a.importCmd(), a.upCmd(), a.statusCmd(), a.downCmd(), a.sessionCmd(), a.runCmd())
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.Execute()
 	if err == nil {
 		return ExitOK
+	}
+	if es := (exitStatus{}); errors.As(err, &es) {
+		fmt.Fprintf(stderr, "sharness-ai: %v\n", err)
+		return es.code
 	}
 	fmt.Fprintln(stderr, "sharness-ai:", err)
 	if r := (interface{ Refused() bool })(nil); errors.As(err, &r) && r.Refused() {

@@ -229,3 +229,30 @@ func anchor(heading string) string {
 	}
 	return b.String()
 }
+
+// TestRunnableMarks: a `<!-- runnable` mark (e2e TestDocsRunnable runs the block after it) is
+// followed by a ```sh block in every file, and the README has one: without engine or root, so
+// that a mark that would run nothing fails here first.
+func TestRunnableMarks(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "docs", "*.md"))
+	files = append(files, filepath.Join(repoRoot, "README.md"))
+	marks := map[string]int{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(data), "\n")
+		for i, l := range lines {
+			if strings.HasPrefix(l, "<!-- runnable") {
+				marks[filepath.Base(f)]++
+				if i+1 >= len(lines) || lines[i+1] != "```sh" {
+					t.Errorf("%s:%d: a runnable mark not followed by a ```sh block", f, i+1)
+				}
+			}
+		}
+	}
+	if marks["README.md"] == 0 || marks["operator.md"] == 0 {
+		t.Errorf("runnable blocks: %v, want README.md's and operator.md's", marks)
+	}
+}

@@ -79,17 +79,8 @@ func (a *app) upCmd() *cobra.Command {
 			if err := stack.CheckCompiled(m, a.manifest, dir, a.errOut); err != nil {
 				return err
 			}
-			switch {
-			case want != "" && want != m.Hash:
-				return refused{fmt.Errorf("policy hash mismatch: the manifest is %s, the supplied hash is %s: nothing started", m.Hash, want)}
-			case want != "":
-				fmt.Fprintf(a.errOut, "up: policy %s, as supplied\n", m.Hash)
-			case yes:
-				fmt.Fprintf(a.errOut, "up: WARNING: --yes: policy %s was NOT confirmed by a person\n", m.Hash)
-			default:
-				if err := confirmHash(confirmInput, a.errOut, m.Hash); err != nil {
-					return err
-				}
+			if err := a.trustHash("up", confirmInput, m.Hash, want, yes); err != nil {
+				return err
 			}
 			session, err := a.recordSession(project, m, dir)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -118,6 +119,28 @@ func (d *Docker) ComposeDown(ctx context.Context, p Project, volumes bool, out i
 		args = append(args, "--volumes")
 	}
 	return d.stream(ctx, nil, out, out, args...)
+}
+
+// ComposeRun runs a one-off container of service with args (`docker compose run --rm
+// --no-deps`), wired to stdin, stdout and stderr, on a terminal when tty, and returns its exit
+// code. A command that ran and exited non-zero is a code, not an error; the error is for a
+// docker CLI that could not be started at all. env is as for ComposeImages.
+func (d *Docker) ComposeRun(ctx context.Context, p Project, env []string, service string, args []string, tty bool, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	rest := []string{"run", "--rm", "--no-deps"}
+	if !tty {
+		rest = append(rest, "-T")
+	}
+	rest = append(append(rest, service), args...)
+	err := d.run(ctx, Command{Args: p.args(rest...), Env: env, Stdin: stdin, Stdout: stdout, Stderr: stderr})
+	var code interface{ ExitCode() int }
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &code) && code.ExitCode() > 0:
+		return code.ExitCode(), nil
+	default:
+		return -1, &Error{Command: commandLine(p.args(rest...)), Err: err}
+	}
 }
 
 // ComposeVersion is what compose says of its version, trimmed, also when it fails.

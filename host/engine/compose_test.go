@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,4 +54,38 @@ func FuzzParsePS(f *testing.F) {
 	f.Add([]byte(psLine("kms", "running", "healthy") + "\n"))
 	f.Add([]byte("[" + psLine("net", "exited", "") + "]"))
 	f.Fuzz(func(t *testing.T, data []byte) { parsePS(data) })
+}
+
+// TestComposeRun: the agent's exit status is run's result, not an error; the arguments reach
+// compose after the service; -T without a terminal; a CLI that cannot start is an error.
+func TestComposeRun(t *testing.T) {
+	var got []string
+	shell := func(code string) Runner {
+		return func(ctx context.Context, c Command) error {
+			got = c.Args
+			return exec.CommandContext(ctx, "sh", "-c", "exit "+code).Run()
+		}
+	}
+	p := Project{Name: "sharness", Files: []string{"docker-compose.yml"}}
+	for _, tc := range []struct {
+		code string
+		tty  bool
+		want int
+	}{{"0", false, 0}, {"3", true, 3}, {"130", false, 130}} {
+		n, err := With(shell(tc.code)).ComposeRun(context.Background(), p, nil, "agent", []string{"-p", "hi"}, tc.tty, nil, nil, nil)
+		if err != nil || n != tc.want {
+			t.Errorf("exit %s: got %d, %v; want %d", tc.code, n, err, tc.want)
+		}
+		want := []string{"compose", "-p", "sharness", "-f", "docker-compose.yml", "run", "--rm", "--no-deps", "-T", "agent", "-p", "hi"}
+		if tc.tty {
+			want = slices.Delete(want, 8, 9)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("args (-want +got):\n%s", diff)
+		}
+	}
+	missing := func(context.Context, Command) error { return exec.ErrNotFound }
+	if n, err := With(missing).ComposeRun(context.Background(), p, nil, "agent", nil, false, nil, nil, nil); err == nil || n != -1 {
+		t.Errorf("no docker CLI: got %d, %v", n, err)
+	}
 }

@@ -48,6 +48,7 @@ type Runner func(ctx context.Context, c Command) error
 type Command struct {
 	Args           []string
 	Env            []string
+	Stdin          io.Reader // nil: no input
 	Stdout, Stderr io.Writer
 }
 
@@ -74,7 +75,7 @@ func (d *Docker) Brief(timeout time.Duration) *Docker {
 
 func cli(ctx context.Context, c Command) error {
 	cmd := exec.CommandContext(ctx, "docker", c.Args...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = c.Env, c.Stdout, c.Stderr
+	cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr = c.Env, c.Stdin, c.Stdout, c.Stderr
 	return cmd.Run()
 }
 

@@ -241,6 +241,7 @@ type Image struct {
 	Size            int64    // bytes
 	Entrypoint, Cmd []string // nil when the image sets none
 	Volumes         []string // the paths it declares as volumes, sorted
+	Labels          map[string]string
 }
 
 // ErrNoImage says the engine has no image of that name.
@@ -258,7 +259,7 @@ func (d *Docker) Image(ctx context.Context, ref string) (*Image, error) {
 	}
 	img := &Image{ID: r.ID, Size: r.Size}
 	if r.Config != nil {
-		img.Entrypoint, img.Cmd = r.Config.Entrypoint, r.Config.Cmd
+		img.Entrypoint, img.Cmd, img.Labels = r.Config.Entrypoint, r.Config.Cmd, r.Config.Labels
 		if len(r.Config.Volumes) > 0 {
 			img.Volumes = slices.Sorted(maps.Keys(r.Config.Volumes))
 		}

@@ -71,7 +71,8 @@ func decide(args []string, getenv func(string) string, h host) (runc.Handover, *
 
 // checkCreate decides create, run and restore: the bundle's config.json against the compiled
 // policy (Check, after Narrow added what the engine left out), the pinned code (CheckCode) and
-// the Landlock domain (confine). The handover rewrites config.json when it narrowed or confined.
+// the Landlock domain (confine). The handover rewrites config.json when it narrowed, granted the
+// compiled ambient capabilities (Grant) or confined.
 func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Handover, *Refusal) {
 	bundle, _ := cmd.Flag("bundle") // runc's default is the current directory
 	specPath := filepath.Join(bundle, "config.json")
@@ -112,11 +113,12 @@ func checkCreate(cmd runc.Command, getenv func(string) string, h host) (runc.Han
 	if rs := CheckCode(want, got, hash); len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
 	}
+	granted := Grant(want, got)
 	confined, rs := confine(cmd.Name, getenv, h, want, got)
 	if len(rs) > 0 {
 		return runc.Handover{}, who.because(rs)
 	}
-	if !narrowed && !confined && !resolved {
+	if !narrowed && !granted && !confined && !resolved {
 		return runc.Handover{}, nil
 	}
 	return runc.Handover{Spec: got, SpecPath: specPath}, nil

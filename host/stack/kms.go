@@ -70,21 +70,26 @@ func LastBundle(logs []byte) (*seal.Bundle, error) {
 // BundleFile is where SealCommand has the person write the running kms's bundle.
 const BundleFile = "/tmp/kms.json"
 
+// KeySecrets are the names of the sealed secrets m's llm components take their API key from, in
+// component order, each once.
+func KeySecrets(m *pbp.Manifest) []string {
+	var names []string
+	for _, c := range m.Components {
+		if l := c.Business.LLM; l != nil && l.KeySecret != "" && !slices.Contains(names, l.KeySecret) {
+			names = append(names, l.KeySecret)
+		}
+	}
+	return names
+}
+
 // SealCommand is the shell line that seals the policy's API keys (each llm's key_secret) to p's
 // running kms, or "" when p.Policy has no kms. kms makes a new identity every session, so a key
 // sealed to an earlier one cannot be opened: after every up it is sealed again. The key goes
 // from the terminal into the shell (read -rs) and on through a pipe, never through argv, which
 // every process of the host can read.
 func (p Project) SealCommand() string {
-	var names []string
-	hasKMS := false
-	for _, c := range p.Policy.Components {
-		hasKMS = hasKMS || c.Kind == pbp.KindKMS
-		if l := c.Business.LLM; l != nil && l.KeySecret != "" && !slices.Contains(names, l.KeySecret) {
-			names = append(names, l.KeySecret)
-		}
-	}
-	if !hasKMS {
+	names := KeySecrets(p.Policy)
+	if !slices.ContainsFunc(p.Policy.Components, func(c *pbp.Component) bool { return c.Kind == pbp.KindKMS }) {
 		return ""
 	}
 	if len(names) == 0 {

@@ -32,6 +32,16 @@ type Project struct {
 
 func (p Project) compose() engine.Project { return engine.Project{Name: p.Name, Files: p.Files} }
 
+// ComposeProject is p as the engine's compose verbs name it.
+func (p Project) ComposeProject() engine.Project { return p.compose() }
+
+// Run runs the agent of p once p is up (`docker compose run --rm --no-deps agent args`), on a
+// terminal when tty, with env after the process's and SHARNESS_AI_POLICY_HASH set to p's, and
+// returns its exit status.
+func (p Project) Run(ctx context.Context, env, args []string, tty bool, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	return p.Engine.ComposeRun(ctx, p.compose(), append(withPolicyHash(p.Policy.Hash), env...), AgentService, args, tty, stdin, stdout, stderr)
+}
+
 // AgentService is the agent's service in the compose file: up leaves it to the person to start.
 const AgentService = "agent"
 

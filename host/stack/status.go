@@ -135,7 +135,9 @@ func (p Project) Down(ctx context.Context, o DownOptions) (Downed, error) {
 	if err := p.Engine.ComposeDown(ctx, p.compose(), o.Volumes, p.Progress); err != nil {
 		fmt.Fprintf(p.Progress, "down: %v: removing what is left of %s by its labels\n", err, p.Name)
 	}
-	for deadline := time.Now().Add(settle); ; {
+	// At least one round of removal before the deadline is judged: on a loaded host the first
+	// look alone can take longer than a short settle.
+	for deadline, rounds := time.Now().Add(settle), 0; ; rounds++ {
 		cs, nets, err := p.left(ctx)
 		if err != nil {
 			return d, err
@@ -143,7 +145,7 @@ func (p Project) Down(ctx context.Context, o DownOptions) (Downed, error) {
 		if len(cs) == 0 && len(nets) == 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		if rounds > 0 && time.Now().After(deadline) {
 			var left []string
 			for _, c := range cs {
 				left = append(left, "container "+c.Name)

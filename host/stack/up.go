@@ -130,6 +130,9 @@ func shortID(id string) string {
 // imageRef is what --agent takes: a local image's name, tag or digest (no option, no space).
 var imageRef = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$`)
 
+// IsImageRef reports whether s is what --agent takes.
+func IsImageRef(s string) bool { return imageRef.MatchString(s) }
+
 // agentOverride checks the image of --agent and writes the compose file that runs it as the
 // agent: the image, and its own entrypoint and command (the demo agent's /sharness-agent is not
 // in another image). Nothing else of the agent service changes, so its confinement, networks,

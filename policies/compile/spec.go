@@ -114,10 +114,14 @@ func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 				"SHARNESS_AI_POLICY=" + m.Hash,
 			}, EdgeEnv(m, c)...),
 			Cwd: "/",
-			// Bounding, effective, permitted and inheritable hold only what the policy names;
-			// ambient stays empty, so an exec never gains anything.
+			// Every set holds only what the policy names. Components run as non-root, for whom a
+			// capability survives the execve of the entrypoint (and of the engine's init and the
+			// Landlock helper before it) only in the ambient set, which needs it inheritable too:
+			// without them a granted capability (kms's CAP_IPC_LOCK) would be gone by the time the
+			// component runs. No compose key sets ambient, so the runtime shim adds these two sets
+			// from this spec (host/shim Grant). With no capability, all five are empty.
 			Capabilities: &specs.LinuxCapabilities{
-				Bounding: caps, Effective: caps, Permitted: caps, Inheritable: []string{}, Ambient: []string{},
+				Bounding: caps, Effective: caps, Permitted: caps, Inheritable: caps, Ambient: caps,
 			},
 			NoNewPrivileges: true,
 			// Explicit: unset, runc leaves the container the OOM score of whatever starts it.

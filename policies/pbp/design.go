@@ -35,6 +35,9 @@ func designEdgesText() string {
 // NET_RAW, SYS_PTRACE, ...) is forbidden whatever the layers say.
 var designCaps = map[Kind][]string{
 	KindNet: {"CAP_NET_BIND_SERVICE"},
+	// kms locks all its memory (mlockall), so that no key is ever swapped out; CAP_IPC_LOCK lifts
+	// the memlock limit for that, which an engine without CAP_SYS_RESOURCE cannot raise.
+	KindKMS: {"CAP_IPC_LOCK"},
 }
 
 // designSyscalls lists the syscalls of the compiler's floor a kind may re-allow: only bash makes

@@ -40,7 +40,7 @@ func Harden() Report {
 	case err != nil:
 		h["mlockall"] = status(err)
 	case lim.Cur != unix.RLIM_INFINITY && !hasIPCLock():
-		h["mlockall"] = fmt.Sprintf("degraded: memlock limit %d bytes and no CAP_IPC_LOCK (set the container's memlock ulimit to unlimited)", lim.Cur)
+		h["mlockall"] = fmt.Sprintf("degraded: memlock limit %d bytes and no CAP_IPC_LOCK (the shipped policy grants kms CAP_IPC_LOCK and the runtime shim makes it ambient: a kms without it runs under another policy or runtime)", lim.Cur)
 	default:
 		h["mlockall"] = status(unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE))
 	}
