@@ -51,9 +51,9 @@ const (
 // worldNames are the hosts the offline world and model answer for (testkit/worldca's).
 var worldNames = []string{"allowed.sharness.test", "denied.sharness.test", "api.anthropic.com"}
 
-// runSignals are what run catches so that the stack it started is removed: the terminal's
+// runSignals are what run catches (a closed terminal too) so that the stack it started is removed: the terminal's
 // interrupt reaches the agent too, which decides what to do with it.
-var runSignals = []os.Signal{os.Interrupt, syscall.SIGTERM}
+var runSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
 
 // script runs one of the checkout's hack scripts with its output going to w. Tests replace it.
 var script = func(ctx context.Context, w io.Writer, path string, args ...string) error {
