@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
-	"github.com/sharness-ai/sharness/testkit/testca"
 )
 
 // stack runs docker compose on the offline world's compiled stack (compose/world/docker-compose.yml,
@@ -71,7 +71,7 @@ func worldFiles(root string) []string {
 // api.anthropic.com, and its CA.
 func worldTLS(t *testing.T) []string {
 	t.Helper()
-	p, err := testca.IssuePEM("e2e offline world CA", []string{"allowed.sharness.test", "denied.sharness.test", "api.anthropic.com"}, time.Now())
+	p, err := throwawayca.IssuePEM("e2e offline world CA", []string{"allowed.sharness.test", "denied.sharness.test", "api.anthropic.com"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

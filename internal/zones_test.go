@@ -112,7 +112,7 @@ func TestForbidden(t *testing.T) {
 		{"images/net/egress", "internal/audit", false},
 		{"images/net", "images/llm/messages", true},
 		{"images/fs/guard", "host/cli", true},
-		{"images/kms", "testkit/testca", true},
+		{"images/kms", "testkit/world", true},
 		{"images/agent", "testkit/reexec", false},
 		{"internal/gate", "images/fs/guard", true},
 		{"policies/pbp", "host/shim", true},

@@ -27,9 +27,9 @@ import (
 	"github.com/sharness-ai/sharness/host/stack"
 	"github.com/sharness-ai/sharness/internal/artefact"
 	"github.com/sharness-ai/sharness/internal/seal"
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 	"github.com/sharness-ai/sharness/policies/keys"
 	"github.com/sharness-ai/sharness/policies/pbp"
-	"github.com/sharness-ai/sharness/testkit/testca"
 )
 
 // Claude Code as the agent: the image hack/build-claude-code.sh builds, the overlay that runs it,
@@ -527,7 +527,7 @@ func worldEnv(offline bool, key []byte) ([]string, error) {
 	if !offline {
 		return nil, nil
 	}
-	p, err := testca.IssuePEM("sharness offline world throwaway CA", worldNames, time.Now())
+	p, err := throwawayca.IssuePEM("sharness offline world throwaway CA", worldNames, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/sharness-ai/sharness/internal/mtls"
 	"github.com/sharness-ai/sharness/internal/session"
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 	"github.com/sharness-ai/sharness/policies/pbp"
-	"github.com/sharness-ai/sharness/testkit/testca"
 )
 
 // TestRunRefuses: run stops, with a reason, before serving anything it cannot serve safely.
@@ -20,7 +20,7 @@ func TestRunRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := testca.IssuePEM("llm unit test CA", []string{"api.anthropic.com"}, time.Now())
+	ca, err := throwawayca.IssuePEM("llm unit test CA", []string{"api.anthropic.com"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // network, and records every request that reaches it.
 //
 // It serves HTTPS (HTTP/1.1 and h2) on :443 for api.anthropic.com with the leaf the harness made
-// (testkit/worldca, testkit/testca) and handed it in MODEL_TLS_CERT (the chain, ending with the
+// (testkit/worldca, internal/throwawayca) and handed it in MODEL_TLS_CERT (the chain, ending with the
 // throwaway CA) and MODEL_TLS_KEY; llm trusts that CA through
 // SHARNESS_AI_LLM_UNSAFE_CA_PEM_FOR_TESTS. Endpoints:
 // POST /v1/messages (JSON, or SSE with "stream": true), POST /v1/messages/count_tokens and
@@ -79,7 +79,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sharness-ai/sharness/testkit/testca"
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 )
 
 // apiHost is the one name the model's certificate carries.
@@ -121,7 +121,7 @@ func configFrom(args []string, getenv func(string) string) (config, error) {
 		return config{}, fmt.Errorf("unknown arguments %q (usage: sharness-model [health])", args)
 	}
 	var err error
-	if cfg.cert, cfg.ca, err = testca.Leaf(getenv("MODEL_TLS_CERT"), getenv("MODEL_TLS_KEY"), []string{apiHost}, time.Now()); err != nil {
+	if cfg.cert, cfg.ca, err = throwawayca.Leaf(getenv("MODEL_TLS_CERT"), getenv("MODEL_TLS_KEY"), []string{apiHost}, time.Now()); err != nil {
 		return config{}, fmt.Errorf("MODEL_TLS_CERT, MODEL_TLS_KEY: %w (the harness makes them: testkit/worldca)", err)
 	}
 	if h := getenv("MODEL_EXPECT_KEY_SHA256"); h != "" {

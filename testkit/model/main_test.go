@@ -22,17 +22,17 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
-	"github.com/sharness-ai/sharness/testkit/testca"
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 )
 
 func TestConfigFrom(t *testing.T) {
 	sum := sha256.Sum256([]byte(testKey))
 	keyHex := hex.EncodeToString(sum[:])
-	leaf, err := testca.IssuePEM("test CA", []string{apiHost}, time.Now())
+	leaf, err := throwawayca.IssuePEM("test CA", []string{apiHost}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := testca.IssuePEM("test CA", []string{"example.test"}, time.Now())
+	other, err := throwawayca.IssuePEM("test CA", []string{"example.test"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestConfigFrom(t *testing.T) {
 // TestRun runs the binary's server on loopback: the SDK over TLS trusting only the handed-over
 // CA, the record on its own listener, the healthcheck, and a clean stop.
 func TestRun(t *testing.T) {
-	leaf, err := testca.IssuePEM("test CA", []string{apiHost}, time.Now())
+	leaf, err := throwawayca.IssuePEM("test CA", []string{apiHost}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,11 +167,11 @@ func TestRun(t *testing.T) {
 		t.Errorf("record = %s, %v; want the one request", b, err)
 	}
 	// A CA that did not sign the server's leaf fails the healthcheck.
-	stale, err := testca.IssuePEM("stale", []string{apiHost}, time.Now())
+	stale, err := throwawayca.IssuePEM("stale", []string{apiHost}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cfg.ca, _ = testca.Leaf(stale.Chain, stale.Key, nil, time.Now())
+	_, cfg.ca, _ = throwawayca.Leaf(stale.Chain, stale.Key, nil, time.Now())
 	if err := health(ctx, cfg); err == nil {
 		t.Error("health passed with another CA")
 	}

@@ -3,7 +3,7 @@
 //
 // It serves DNS on :53 (UDP and TCP) for the *.sharness.test names (see newZone), HTTPS on :443
 // and :8443 with the leaf the harness made for allowed.sharness.test and denied.sharness.test
-// (testkit/worldca, testkit/testca), a bare git repository over "dumb HTTP"
+// (testkit/worldca, internal/throwawayca), a bare git repository over "dumb HTTP"
 // under /repo.git/, plain HTTP on :80 (GET /redirect sends the client to denied.sharness.test),
 // and echo on :7 (UDP and TCP). Every DNS query, HTTP request and echo is one JSON line on
 // stdout, so a test can prove what did or did not reach it (`docker compose logs world`).
@@ -41,7 +41,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sharness-ai/sharness/testkit/testca"
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 )
 
 type config struct {
@@ -84,7 +84,7 @@ func configFrom(getenv func(string) string) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	cert, _, err := testca.Leaf(getenv("WORLD_TLS_CERT"), getenv("WORLD_TLS_KEY"), names, time.Now())
+	cert, _, err := throwawayca.Leaf(getenv("WORLD_TLS_CERT"), getenv("WORLD_TLS_KEY"), names, time.Now())
 	if err != nil {
 		return config{}, fmt.Errorf("WORLD_TLS_CERT, WORLD_TLS_KEY: %w (the harness makes them: testkit/worldca)", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharness-ai/sharness/testkit/testca"
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 )
 
 // syncBuffer is a bytes.Buffer safe for the servers' goroutines.
@@ -77,11 +77,11 @@ func TestHandler(t *testing.T) {
 }
 
 func TestConfigFrom(t *testing.T) {
-	leaf, err := testca.IssuePEM("test CA", names, time.Now())
+	leaf, err := throwawayca.IssuePEM("test CA", names, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	narrow, err := testca.IssuePEM("test CA", names[:1], time.Now())
+	narrow, err := throwawayca.IssuePEM("test CA", names[:1], time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,14 +17,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sharness-ai/sharness/testkit/testca"
+	"github.com/sharness-ai/sharness/internal/throwawayca"
 )
 
 // names are the hosts the world (testkit/world) and the model (testkit/model) answer for.
 var names = []string{"allowed.sharness.test", "denied.sharness.test", "api.anthropic.com"}
 
 func main() {
-	p, err := testca.IssuePEM("sharness offline world throwaway CA", names, time.Now())
+	p, err := throwawayca.IssuePEM("sharness offline world throwaway CA", names, time.Now())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "worldca:", err)
 		os.Exit(1)

@@ -1,4 +1,4 @@
-package testca
+package throwawayca
 
 import (
 	"crypto/tls"

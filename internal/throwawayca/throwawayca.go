@@ -1,13 +1,18 @@
-// Package testca is the throwaway certificate authority of the offline test fixtures (the world
-// and the model images, and in-process tests): a CA whose key is dropped as soon as it has signed
-// one server leaf. The harness (testkit/worldca, the e2e suite) makes it before the stack starts and
-// hands the leaf to the world and the model, and the CA certificate to their clients, by
-// environment: a shared volume would be a host mount the compiled policies do not list, which the
-// runtime shim refuses.
+// Package throwawayca is the throwaway certificate authority of the offline world (the world and
+// model fixture images, `sharness-ai run --offline`, and in-process tests): a CA whose key is
+// dropped as soon as it has signed one server leaf. Whoever starts an offline stack
+// (`sharness-ai run --offline`, testkit/worldca for hack/up.sh, the e2e suite) makes it before the
+// stack starts and hands the leaf to the world and the model, and the CA certificate to their
+// clients, by environment: a shared volume would be a host mount the compiled policies do not
+// list, which the runtime shim refuses.
 //
-// What it does not guarantee: anything a real CA does. Its certificates exist for one test run;
-// trusting one outside a test is a hole, and nothing here prevents it.
-package testca
+// It lives in internal/ rather than testkit/ because the shipped CLI's offline mode mints it; it
+// is no test bypass (nothing in the harness trusts a certificate it made unless the offline world
+// policy, whose llm and probe are given the CA by that same run, is the one running).
+//
+// What it does not guarantee: anything a real CA does. Its certificates exist for one run;
+// trusting one outside the offline world is a hole, and nothing here prevents it.
+package throwawayca
 
 import (
 	"crypto/ecdsa"
