@@ -104,7 +104,11 @@ func Render(m *pbp.Manifest, opt Options) ([]byte, error) {
 			return nil, err
 		}
 		p.Networks[EdgeNetwork(e)] = types.NetworkConfig{
-			Ipam:     types.IPAMConfig{Config: []*types.IPAMPool{{Subnet: subnet.String()}}},
+			// The gateway named, so that every engine keeps it from containers: Engine 29 allocates
+			// no gateway for an internal network with inhibit_ipv4 unless one is named, and gives
+			// its address to the first container (measured; docs/engines.md). It is on no host
+			// interface either way (inhibit_ipv4).
+			Ipam:     types.IPAMConfig{Config: []*types.IPAMPool{{Subnet: subnet.String(), Gateway: subnet.Addr().Next().String()}}},
 			Driver:   "bridge",
 			Internal: true,
 			// No host-side address on the bridge: an internal network otherwise still lets its

@@ -42,7 +42,9 @@ func (s *stack) session(ctx context.Context) error {
 // not internal, another image run as llm (one that holds a /sharness-llm of its own), the
 // agent's image with its marker removed, a workspace other than the recorded one, a container
 // that claims no component mounting a component's volume (by name or by its host path), the
-// host's root in such a container, a fixture that lies, a proxy for llm, a container in a
+// host's root in such a container, a fixture that lies, a fixture claim above the fixtures'
+// ceiling (a capability, privileged, root, seccomp unconfined, the host's pid namespace, no
+// masked paths, a device, a sysctl; the same claim without them starts), a proxy for llm, a container in a
 // component's pid or network namespace, and the agent connected to egress after it started (cut at its next health check, within about a second). As compiled, the agent
 // starts.
 func TestShimKnowsWhatRuns(t *testing.T) {
@@ -138,6 +140,31 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 			"-e", "SHARNESS_AI_FIXTURE=world", "-e", "SHARNESS_AI_POLICY="+policyHash(t, root), "-v", "/srv:/host:ro", plainImage(t), "/bin/busybox", "true").CombinedOutput()
 		refused(t, out, err, "fixture world", "mounts[/host]", "no host path in a test fixture")
 	})
+	// A fixture has no compiled spec; before its ceiling (shim.FixtureCeiling) a fixture claim
+	// got any privilege its compose file or docker run asked for (an attack on the running stack).
+	// Each run is otherwise as compose/world.yml runs the world, so the widening alone refuses it.
+	asWorld := []string{"run", "--rm", "--network", "none", "--label", "com.docker.compose.project=" + project,
+		"-e", "SHARNESS_AI_FIXTURE=world", "-e", "SHARNESS_AI_POLICY=" + policyHash(t, root),
+		"--user", "65520:65520", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges:true"}
+	for _, w := range []struct {
+		name, field string
+		flags       []string
+	}{
+		{"a-fixture-with-a-capability", "process.capabilities", []string{"--cap-add", "NET_ADMIN"}},
+		{"a-privileged-fixture", "process.capabilities", []string{"--privileged"}},
+		{"a-fixture-as-root", "process.user", []string{"--user", "0:0"}},
+		{"a-fixture-without-seccomp", "linux.seccomp", []string{"--security-opt", "seccomp=unconfined"}},
+		{"a-fixture-in-the-host's-pid-namespace", "linux.namespaces.pid", []string{"--pid", "host"}},
+		{"a-fixture-without-masked-paths", "linux.maskedPaths", []string{"--security-opt", "systempaths=unconfined"}},
+		{"a-fixture-with-a-device", "linux.devices", []string{"--device", "/dev/zero:/dev/z"}},
+		{"a-fixture-with-a-sysctl", "linux.sysctl", []string{"--sysctl", "net.ipv4.ip_forward=1"}},
+	} {
+		t.Run(w.name, func(t *testing.T) {
+			args := append(append(append([]string{}, asWorld...), w.flags...), plainImage(t), "/bin/busybox", "true")
+			out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+			refused(t, out, err, "fixture world", w.field)
+		})
+	}
 	t.Run("a-proxy-for-llm", func(t *testing.T) {
 		out, err := overlay(t, "services:\n  llm:\n    environment:\n      HTTPS_PROXY: http://203.0.113.7:3128\n").run(ctx, "", "llm")
 		refused(t, out, err, "llm", "process.env[HTTPS_PROXY]")

@@ -109,6 +109,50 @@ func parseReport(out []byte) (report, error) {
 	return r, nil
 }
 
+// envDoors names a file the suite appends each parsed report's doors and checks to, one JSON line
+// each, so that two runs (on two engines) can be compared: hack/doors.sh diff A B.
+const envDoors = "SHARNESS_E2E_DOORS"
+
+// outcome is one line of that file: a door's or a check's result, without its free-text reason.
+type outcome struct {
+	Test     string `json:"test"`
+	Door     string `json:"door,omitempty"`
+	Check    string `json:"check,omitempty"`
+	Expected string `json:"expected"`
+	Got      string `json:"got"`
+	OK       bool   `json:"ok"`
+	Skipped  bool   `json:"skipped,omitempty"`
+}
+
+// recordReport appends r's doors and checks, under t's name, to the file $SHARNESS_E2E_DOORS
+// names (nothing without it).
+func recordReport(t *testing.T, r report) {
+	t.Helper()
+	name := os.Getenv(envDoors)
+	if name == "" {
+		return
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, d := range r.doors {
+		_ = enc.Encode(outcome{Test: t.Name(), Door: d.Door, Expected: d.Expected, Got: d.Got, OK: d.OK})
+	}
+	for _, c := range r.checks {
+		_ = enc.Encode(outcome{Test: t.Name(), Check: c.Check, Expected: c.Expected, Got: c.Got, OK: c.OK, Skipped: c.Skipped})
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Errorf("%s: %v", envDoors, err)
+		return
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		t.Errorf("%s: %v", envDoors, err)
+	}
+	if err := f.Close(); err != nil {
+		t.Errorf("%s: %v", envDoors, err)
+	}
+}
+
 // requireEngine fails the test, naming the script that fixes it, unless the engine answers, the
 // compose plugin runs and the agent image exists.
 func requireEngine(t *testing.T) {

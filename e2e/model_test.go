@@ -192,6 +192,7 @@ func checkOnlyDoors(t *testing.T, out []byte, err error, want []string) {
 	if perr != nil {
 		t.Fatalf("parse the probe's report: %v (exit: %v)\n%s", perr, err, out)
 	}
+	recordReport(t, r)
 	seen := map[string]bool{}
 	for _, d := range r.doors {
 		seen[d.Door] = true

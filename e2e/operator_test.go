@@ -168,6 +168,7 @@ func checkOtherAgent(t *testing.T, s *stack, ctx context.Context, m, override, i
 	if err != nil {
 		t.Fatalf("the other agent's report: %v\n%s", err, out)
 	}
+	recordReport(t, r)
 	seen := map[string]bool{}
 	for _, c := range r.checks {
 		seen[c.Check] = c.OK && !c.Skipped

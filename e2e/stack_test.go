@@ -186,6 +186,7 @@ func TestWall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse the agent's report: %v\nagent output:\n%s", err, out)
 	}
+	recordReport(t, r)
 	checkAgent(t, r)
 	checkDoors(t, r)
 	if upErr != nil {
@@ -232,6 +233,7 @@ func TestWall(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parse the report under runc: %v\n%s", err, out)
 		}
+		recordReport(t, r)
 		// The workspace too: a compose bind cannot say noexec, so without the shim (its Landlock
 		// domain, and the noexec it adds to the bind) a program the agent wrote there runs, also
 		// through the dynamic loader.

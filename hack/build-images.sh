@@ -208,14 +208,25 @@ for c in "${COMPONENTS[@]}"; do
 	log "preparing $c"
 	"prepare_$c"
 done
-# Every bin/ folder exists before the first build: the legacy builder runs every stage above
-# its target in the Dockerfile, whatever the target needs.
+# The builder: BuildKit (dockerd's own, through the buildx CLI plugin, which
+# hack/engine-current.sh builds) where the CLI has the plugin, else the deprecated legacy builder;
+# SHARNESS_BUILDER=buildkit|legacy chooses. Neither needs a registry for FROM scratch (the
+# Dockerfile names no syntax image). Every bin/ folder exists before the first build: the legacy
+# builder runs every stage above its target in the Dockerfile, whatever the target needs.
+BUILDER=${SHARNESS_BUILDER:-auto}
+if [ "$BUILDER" = auto ]; then
+	if docker buildx version >/dev/null 2>&1; then BUILDER=buildkit; else BUILDER=legacy; fi
+fi
+case $BUILDER in
+buildkit) build_flags=(--provenance=false) buildkit=1 ;;
+legacy) build_flags=() buildkit=0 ;;
+*) die "SHARNESS_BUILDER=$BUILDER: want auto, buildkit or legacy" ;;
+esac
+log "builder: $BUILDER"
 for c in "${COMPONENTS[@]}"; do
 	log "building sharness/$c:$TAG"
-	# The legacy builder: BuildKit would want the buildx plugin, and neither needs a registry
-	# for FROM scratch.
-	DOCKER_BUILDKIT=0 docker build --quiet --target "$c" -t "sharness/$c:$TAG" \
-		--build-arg VERSION="$VERSION" "$ROOT" >/dev/null
+	DOCKER_BUILDKIT=$buildkit docker build --quiet "${build_flags[@]}" --target "$c" \
+		-t "sharness/$c:$TAG" --build-arg VERSION="$VERSION" "$ROOT" >/dev/null
 done
 # A dynamically linked busybox (Debian's busybox, not busybox-static) would not run FROM scratch;
 # curl and git would not without every library they link.

@@ -12,6 +12,13 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n== %s\n' "$*"; }
 
+# pkgs are the module's packages that hold a tracked Go file, never ./... alone: a folder git
+# ignores (./workspace, where `sharness-ai run` puts the agent's workspace by default) may hold
+# Go files the agent wrote, and `go test ./...` would build and run them here, as this user.
+mapfile -t pkgs < <(comm -12 <(go list -f '{{.Dir}}' ./... | sed "s#^$PWD#.#" | sort -u) \
+  <(git ls-files '*.go' | xargs -r -n1 dirname | sed 's#^#./#; s#^\./\.$#.#' | sort -u))
+[ ${#pkgs[@]} -gt 0 ] || { echo "check: no tracked Go package found (not a git checkout?)"; exit 1; }
+
 step gofmt
 unformatted=$(git ls-files -co --exclude-standard '*.go' | xargs -r gofmt -l)
 if [ -n "$unformatted" ]; then
@@ -25,10 +32,10 @@ step "go mod verify"
 go mod verify
 
 step go vet
-go vet ./...
+go vet "${pkgs[@]}"
 
 step staticcheck
-go tool staticcheck ./...
+go tool staticcheck "${pkgs[@]}"
 
 step govulncheck
 hack/vulncheck.sh
@@ -37,7 +44,7 @@ step "compile --check (committed docker-compose.yml and compiled/ match the defa
 go run ./cmd/sharness-ai compile --check
 
 step "go test -race"
-go test -race -count=1 ./...
+go test -race -count=1 "${pkgs[@]}"
 
 # Size is a prompt to look at a design, never a gate: a number here fails nothing. Each row is a
 # whole subtree (a component with its packages), non-test and non-comment Go lines.

@@ -2,6 +2,11 @@
 # e2e.sh: run the end-to-end tests on a real Docker engine.
 #
 # Usage: hack/e2e.sh [go test flags...]   e.g. hack/e2e.sh -run TestWall
+#        SHARNESS_ENGINE=current hack/e2e.sh   on the current engine (docs/engines.md)
+#
+# SHARNESS_ENGINE (debian, the default, or current) picks the engine hack/engine.sh installs and
+# starts; a running engine is used only if it is that one. With SHARNESS_E2E_DOORS=FILE the suite
+# appends every door's and check's outcome to FILE (hack/doors.sh diff compares two runs).
 #
 # Installs what is missing (hack/engine.sh install) and the runtime shim (hack/runtime.sh), starts
 # the engine if none answers (with the shim registered and as its default runtime), builds the
@@ -24,7 +29,12 @@ fi
 # Before the engine starts: dockerd registers the installed binary (and refuses to start without it).
 "$ROOT/hack/runtime.sh" install >/dev/null
 if docker info >/dev/null 2>&1; then
-	echo "e2e: using the running engine; it stays up" >&2
+	running=$("$ENGINE" running)
+	if [ -n "$running" ] && [ "$running" != "${SHARNESS_ENGINE:-debian}" ]; then
+		echo "e2e: SHARNESS_ENGINE=${SHARNESS_ENGINE:-debian}, but the running engine is the $running one" >&2
+		exit 1
+	fi
+	echo "e2e: using the running engine ($running); it stays up" >&2
 else
 	"$ENGINE" start
 	# A failed stop (containers of other sessions still running) leaves the engine up, and says so.

@@ -309,6 +309,13 @@ func (j *runJob) steps(ctx context.Context, m *pbp.Manifest, dir string, files [
 	if err := j.engine(ctx); err != nil {
 		return 0, err
 	}
+	// The end removes the project, whatever is there of it: so it must be run's own. A stack of
+	// that name already there (another run, `up`, the e2e suite) is refused, not taken down.
+	if cs, err := a.docker.ProjectContainers(ctx, f.project); err != nil {
+		return 0, err
+	} else if len(cs) > 0 {
+		return 0, refused{fmt.Errorf("project %s already has %d containers (%s): stop it with `go run ./cmd/sharness-ai down -p %s`, or run under another name (-p)", f.project, len(cs), cs[0].Name, f.project)}
+	}
 	if err := j.images(ctx, m, files); err != nil {
 		return 0, err
 	}
@@ -590,6 +597,15 @@ func (j *runJob) teardown(ctx context.Context) error {
 			if len(d.Kept) > 0 {
 				fmt.Fprintf(a.errOut, "run: kept the audit record and the gate's state (%d volumes of %s); verify it with `go run ./cmd/sharness-ai audit verify --project %s --policy-hash %s`, delete it with `go run ./cmd/sharness-ai down -p %s --volumes`\n",
 					len(d.Kept), j.f.project, j.f.project, j.project.Policy.Hash, j.f.project)
+			}
+		}
+	}
+	// up --agent's override file is kept for the person to start the agent with; run started it
+	// already, and the file goes with the stack.
+	for _, f := range j.project.Files {
+		if dir := filepath.Dir(f); filepath.Dir(dir) == filepath.Clean(os.TempDir()) && strings.HasPrefix(filepath.Base(dir), "sharness-ai-agent-") {
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}

@@ -3,10 +3,13 @@ package cli
 import (
 	"context"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sharness-ai/sharness/testkit/enginetest"
 )
 
 // TestRunRefusesBeforeAnything: every bad input and every failed check of `run` that can be
@@ -65,6 +68,35 @@ func TestRunRefusesBeforeAnything(t *testing.T) {
 			}
 		})
 	}
+	// run's end removes its project whatever is there of it, so a project already there (another
+	// run, up, the e2e suite) is refused before anything is built, installed or started.
+	t.Run("the project is already there", func(t *testing.T) {
+		f := &fakeDocker{containers: []fakeContainer{{id: "c1", name: "sharness-llm-1", state: "running", service: "llm"}}}
+		f.install(t)
+		// An engine that answers, with the shim registered: the model serves /version and /info.
+		useAPI(t, &enginetest.Engine{Version: "20.10.24", Runtimes: []string{"runc", "sharness"},
+			Hook: func(w http.ResponseWriter, r *http.Request, path string) bool {
+				return path != "/version" && path != "/info" && path != "/_ping" && f.api(w, r, path)
+			}})
+		origIn, origSecret, origScript := confirmInput, secretInput, script
+		t.Cleanup(func() { confirmInput, secretInput, script = origIn, origSecret, origScript })
+		confirmInput = strings.NewReader("k\n")
+		secretInput = confirmInput
+		script = func(_ context.Context, _ io.Writer, path string, _ ...string) error {
+			t.Errorf("ran %s", path)
+			return nil
+		}
+		code, _, errOut := run(t, "run", "--yes")
+		if code != ExitRefused || !strings.Contains(errOut, "project sharness already has 1 containers (sharness-llm-1)") {
+			t.Fatalf("exit %d, want %d naming the container; stderr:\n%s", code, ExitRefused, errOut)
+		}
+		if v := f.verbsBut("ps"); len(v) > 0 {
+			t.Errorf("docker was asked %v beyond listing the project", v)
+		}
+		if len(f.containers) != 1 {
+			t.Errorf("its container was removed")
+		}
+	})
 	t.Run("not in a checkout", func(t *testing.T) {
 		os.Rename(filepath.Join(dir, "hack"), filepath.Join(dir, "hack.off"))
 		t.Cleanup(func() { os.Rename(filepath.Join(dir, "hack.off"), filepath.Join(dir, "hack")) })

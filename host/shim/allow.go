@@ -133,7 +133,7 @@ func allowlist() map[string]rule {
 		"process.execCPUAffinity":          same,
 
 		"root":          named("a root file system is required", checkRootPresent),
-		"root.path":     owned("the engine's: the bundle's rootfs, or the overlay Docker's overlay2 driver mounted (/var/lib/docker/overlay2/<id>/merged)", checkRootPath),
+		"root.path":     owned("the engine's: the bundle's rootfs, the overlay Docker's overlay2 driver mounted (/var/lib/docker/overlay2/<id>/merged), or the containerd image store's for this container (/var/lib/docker/rootfs/overlayfs/<its id>)", checkRootPath),
 		"root.readonly": named("true", checkReadonlyRoot),
 		"hostname":      same,
 		"domainname":    same,
@@ -222,8 +222,8 @@ func allowlist() map[string]rule {
 		"linux.resources.unified":                                same,
 		"linux.cgroupsPath": owned("the engine's cgroup for this container: runc's default (empty), or /docker/<id> "+
 			"(systemd: system.slice:docker:<id>) with this container's id; never another cgroup to join", checkCgroupsPath),
-		"linux.namespaces": named("every compiled namespace new, none the policy lacks, none twice; joined only for the network, "+
-			"a namespace libnetwork made (/var/run/docker/netns/<12 hex>), never the host's", checkNamespaces),
+		"linux.namespaces": named("every compiled namespace new, none the policy lacks (but a new time namespace, the engine's), none twice; "+
+			"joined only for the network, a namespace libnetwork made (/var/run/docker/netns/<12 hex>), never the host's", checkNamespaces),
 		"linux.namespaces[].type":  by("linux.namespaces"),
 		"linux.namespaces[].path":  by("linux.namespaces"),
 		"linux.devices":            named("only the compiled devices (none)", checkDevices),

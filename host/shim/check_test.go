@@ -554,8 +554,10 @@ func TestCheck(t *testing.T) {
 		{name: "user namespace added", edit: func(s *specs.Spec, _ *Facts) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
 		}, fields: []string{"linux.namespaces.user"}},
-		{name: "time namespace added", edit: func(s *specs.Spec, _ *Facts) {
-			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.TimeNamespace})
+		// A new time namespace is the engine's own (Engine 29's default: TestTimeNamespaceEngine29);
+		// joining one is not.
+		{name: "time namespace joined", edit: func(s *specs.Spec, _ *Facts) {
+			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.TimeNamespace, Path: "/proc/1/ns/time"})
 		}, fields: []string{"linux.namespaces.time"}},
 		{name: "a namespace twice, the second joined", edit: func(s *specs.Spec, _ *Facts) {
 			s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.PIDNamespace, Path: "/proc/1/ns/pid"})

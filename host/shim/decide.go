@@ -199,15 +199,19 @@ func checkUnmarked(cmd runc.Command, getenv func(string) string, h host, got *sp
 		r.Component = "fixture " + fixture
 	}
 	out := CheckUnmarked(got, rec, records, fixture, fixtures, policy, hash)
+	if fixture != "" {
+		out = append(FixtureCeiling(got), out...)
+	}
 	out = append(out, unmarkedBinds(h, cmd.ID, got, fixture != "")...)
 	out = append(out, unmarkedNamespaces(h, got)...)
 	return r.because(out)
 }
 
-// engineMade reports whether Docker made the spec: its root is an overlay2 mount or its network is
-// set up by dockerd's hook. Such a container has an engine record, which must then be read.
+// engineMade reports whether Docker made the spec: its root is an overlay2 mount (or the
+// containerd image store's), or its network is set up by dockerd's hook. Such a container has an
+// engine record, which must then be read.
 func engineMade(s *specs.Spec) bool {
-	if s.Root != nil && overlayRoot.MatchString(s.Root.Path) {
+	if s.Root != nil && (overlayRoot.MatchString(s.Root.Path) || snapshotRoot.MatchString(s.Root.Path)) {
 		return true
 	}
 	if s.Hooks != nil {
@@ -222,7 +226,8 @@ func engineMade(s *specs.Spec) bool {
 }
 
 // checkFixture decides a container that says it is a test fixture: admitted as an unmarked
-// container only when the test-world policy it names lists it, and only on its networks.
+// container only when the test-world policy it names lists it, no wider than FixtureCeiling,
+// and only on its networks.
 func checkFixture(cmd runc.Command, getenv func(string) string, h host, got *specs.Spec, hash func(string) (string, error)) *Refusal {
 	name := fixtureOf(got)
 	_, policy, _ := Identify(got)

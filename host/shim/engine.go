@@ -15,18 +15,25 @@ import (
 
 var (
 	overlayRoot = regexp.MustCompile(`^/var/lib/docker/overlay2/[0-9a-f]{64}/merged$`)
-	procExe     = regexp.MustCompile(`^/proc/[1-9][0-9]*/exe$`)
-	hex12       = regexp.MustCompile(`^[0-9a-f]{12}$`)
+	// snapshotRoot is where the containerd image store (the default of Engine 29, measured; moby's
+	// daemon/snapshotter/mount.go) mounts a container's root: <data root>/rootfs/<snapshotter>/<the
+	// container's id>, with containerd's overlayfs snapshotter.
+	snapshotRoot = regexp.MustCompile(`^/var/lib/docker/rootfs/overlayfs/([0-9a-f]{64})$`)
+	procExe      = regexp.MustCompile(`^/proc/[1-9][0-9]*/exe$`)
+	hex12        = regexp.MustCompile(`^[0-9a-f]{12}$`)
 )
 
-// checkRootPath: the bundle's own rootfs (a host without Docker), or the overlay Docker's
-// overlay2 storage driver mounted for the container. Another storage driver is refused, not
-// guessed at.
-func checkRootPath(_ *comparison, field string, want, got string) []Reason {
+// checkRootPath: the bundle's own rootfs (a host without Docker), the overlay Docker's overlay2
+// storage driver mounted for the container, or the one the containerd image store's overlayfs
+// snapshotter mounted for this very container. Another storage driver is refused, not guessed at.
+func checkRootPath(c *comparison, field string, want, got string) []Reason {
 	if got == want || got == "rootfs" || overlayRoot.MatchString(got) {
 		return nil
 	}
-	return []Reason{{Field: field, Want: "rootfs or /var/lib/docker/overlay2/<id>/merged", Got: strconv.Quote(got)}}
+	if m := snapshotRoot.FindStringSubmatch(got); m != nil && c.facts.ID != "" && m[1] == c.facts.ID {
+		return nil
+	}
+	return []Reason{{Field: field, Want: "rootfs, /var/lib/docker/overlay2/<id>/merged or /var/lib/docker/rootfs/overlayfs/<this container's id>", Got: strconv.Quote(got)}}
 }
 
 // checkCgroupsPath: runc's own default (empty: a new cgroup named after the container), or the

@@ -75,6 +75,24 @@ var dockerHosts = map[string][]string{
 	"ff02::2":   {"ip6-allrouters"},
 }
 
+// dockerHostsNames are Docker's own names for addr, however the engine spells the address: Docker
+// 20.10 writes fe00::0 and ff00::0, Engine 29 fe00:: and ff00:: (measured).
+func dockerHostsNames(addr string) ([]string, bool) {
+	if names, ok := dockerHosts[addr]; ok {
+		return names, true
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return nil, false
+	}
+	for k, names := range dockerHosts {
+		if b, err := netip.ParseAddr(k); err == nil && b == a {
+			return names, true
+		}
+	}
+	return nil, false
+}
+
 // HostsLine is one entry of a hosts file: an address and the names it gives it.
 type HostsLine struct {
 	Addr  string
@@ -177,7 +195,7 @@ func checkHosts(field, hostname, content string) (Reason, bool) {
 		return Reason{Field: field, Want: "a hosts file", Got: err.Error()}, false
 	}
 	for _, l := range lines {
-		if names, ok := dockerHosts[l.Addr]; ok && slices.Equal(names, l.Names) {
+		if names, ok := dockerHostsNames(l.Addr); ok && slices.Equal(names, l.Names) {
 			continue
 		}
 		if hostname != "" && slices.Equal(l.Names, []string{hostname}) {

@@ -283,8 +283,9 @@ func TestDecideBelonging(t *testing.T) {
 		}
 		return out
 	}
-	fixtureSpec := &specs.Spec{Version: "1.0.2", Process: &specs.Process{Args: []string{"/sharness-world"},
-		Env: []string{EnvFixture + "=world", EnvPolicy + "=" + policy}}}
+	fixtureSpec := worldLike() // within FixtureCeiling
+	fixtureSpec.Version, fixtureSpec.Process.Env = "1.0.2", []string{EnvFixture + "=world", EnvPolicy + "=" + policy}
+	fixtureSpec.Linux.Namespaces[1].Path = ""
 	for _, tt := range []struct {
 		name  string
 		files map[string]string
@@ -324,6 +325,9 @@ func TestDecideBelonging(t *testing.T) {
 		{name: "unmarked, another volume by its host path", files: with(map[string]string{"/po/config.json": encode(t, plainWith(bindOf("/var/lib/docker/volumes/mine/_data", "/data"))),
 			"engine:po": encode(t, EngineRecord{Image: "sha256:" + strings.Repeat("c", 64)})}),
 			args: []string{"create", "-b", "/po", "po"}},
+		{name: "a fixture with a capability", files: with(map[string]string{"/fc/config.json": encode(t, withCaps(fixtureSpec, "CAP_SYS_ADMIN")),
+			PolicyDir(policyRoot, policy) + "/" + FixturesFile: `{"fixtures":{"world":{"networks":["egress"]}}}`}),
+			args: []string{"create", "-b", "/fc", "plain"}, field: "process.capabilities.bounding"},
 		{name: "a fixture binding a host folder", files: with(map[string]string{"/fh/config.json": encode(t, withBind(fixtureSpec, bindOf("/srv", "/host"))),
 			PolicyDir(policyRoot, policy) + "/" + FixturesFile: `{"fixtures":{"world":{"networks":["egress"]}}}`}),
 			args: []string{"create", "-b", "/fh", "plain"}, field: "mounts[/host]"},

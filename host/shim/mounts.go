@@ -384,6 +384,10 @@ var harmless = map[string]bool{
 	"nodiratime": true, "diratime": true,
 	"ro": true, "nosuid": true, "nodev": true, "noexec": true,
 	"rw": true, "suid": true, "dev": true, "exec": true, // as last written; effective() holds the compiled flags
+	// Recursively read-only (runc ≥ 1.1: mount_setattr with AT_RECURSIVE on the mount and every
+	// mount below it), which Engine ≥ 25 writes for a read-only bind instead of "ro" when the
+	// runtime says it can (measured on Engine 29 with runc 1.4).
+	"rro": true,
 }
 
 type mountFlag int
@@ -402,7 +406,7 @@ func effective(opts []string) mountFlag {
 	pairs := map[string]struct {
 		flag mountFlag
 		set  bool
-	}{"ro": {flagRO, true}, "rw": {flagRO, false}, "nosuid": {flagNosuid, true}, "suid": {flagNosuid, false},
+	}{"ro": {flagRO, true}, "rro": {flagRO, true}, "rw": {flagRO, false}, "nosuid": {flagNosuid, true}, "suid": {flagNosuid, false},
 		"nodev": {flagNodev, true}, "dev": {flagNodev, false}, "noexec": {flagNoexec, true}, "exec": {flagNoexec, false}}
 	for _, o := range opts {
 		if p, ok := pairs[o]; ok && p.set {

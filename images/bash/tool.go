@@ -102,6 +102,10 @@ func (t *tool) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToo
 	}
 	sum := sha256.Sum256([]byte(a.Command))
 	line = []any{"profile", a.Profile, "command_len", len(a.Command), "command_sha256", hex.EncodeToString(sum[:])}
+	if err := t.rec.Err(); err != nil { // no command that cannot be recorded (issue 22)
+		line = append(line, "decision", "refused", "reason", "audit_unavailable", "error", err.Error())
+		return errorResult("refused: audit_unavailable: bash cannot write its audit log, so it runs nothing: the person must free bash's audit volume and restart bash"), nil
+	}
 	d := sandbox.Decide(a.Profile, t.pol.profiles, t.pol.proxy)
 	if !d.Allow && !d.Ask {
 		line = append(line, "decision", "refused", "reason", d.Reason)

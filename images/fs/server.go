@@ -131,6 +131,10 @@ func cmpOr(a, b *badRequest) *badRequest {
 // operator decides, the request expires or ctx ends), and writes the decision's one log line;
 // via is the door (http, mcp).
 func (s *server) do(ctx context.Context, via string, o guard.Change) (guard.Result, error) {
+	if err := s.rec.Err(); err != nil { // no change that cannot be recorded (issue 22)
+		s.log.Error("fs: refusing: the audit log takes no more lines", "op", o.Op, "error", err.Error())
+		return guard.Result{}, &guard.Refusal{Reason: guard.ReasonAudit, Message: guard.ReasonAudit.Text()}
+	}
 	res, err := s.g.Apply(ctx, o, s.gate)
 	var ref *guard.Refusal
 	if errors.As(err, &ref) {

@@ -90,6 +90,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.audit.Record(s.log, rec.event(s.caller, s.spent.Load()))
 	}()
 	p := r.URL.Path
+	if err := s.audit.Err(); err != nil { // no decision that cannot be recorded (issue 22)
+		s.log.Error("llm: refusing: the audit log takes no more lines", "error", err.Error())
+		s.refuse(w, rec, messages.ReasonAudit, "")
+		return
+	}
 	switch {
 	case r.Method == http.MethodPost && p == "/v1/messages":
 		s.messages(w, r, rec, messages.Create)

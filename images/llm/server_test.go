@@ -188,7 +188,8 @@ func TestKMSDownFailsClosedAndRecovers(t *testing.T) {
 	h := newHarness(t, llmPolicy(t))
 	h.kms.down = true
 	resp, b := h.post(t, "/v1/messages", req(""))
-	want := string(messages.ErrorBody("api_error", "llm: the API key is unavailable (kms: connection refused)"))
+	want := string(messages.ErrorBody("api_error", "llm: the API key is unavailable (kms: connection refused)"+
+		"; if kms was restarted, the person must seal the key to it again (sharness-ai kms bundle, then secret seal: docs/operator.md)"))
 	if resp.StatusCode != 503 || b != want {
 		t.Fatalf("kms down: %d %s, want 503 %s", resp.StatusCode, b, want)
 	}

@@ -78,3 +78,30 @@ func TestAuditLog(t *testing.T) {
 		t.Errorf("missing audit events %v in %+v", want, got)
 	}
 }
+
+// TestAuditFailureRefuses: once net's audit log takes no more lines (here it is closed; in the
+// stack a full or read-only volume), net decides nothing: an allowed CONNECT is refused 503
+// audit-unavailable, naming what the person must do (issue 22; e2e TestFaults/net/disk-full).
+func TestAuditFailureRefuses(t *testing.T) {
+	h := newHarness(t)
+	ca := mtlstest.NewCA(t, "sharness.test")
+	w, err := audit.OpenComponent(t.TempDir(), struct {
+		*x509svid.SVID
+		*x509bundle.Bundle
+	}{ca.SVID(t, "net"), ca.Bundle()}, "net", "sha256:"+strings.Repeat("ab", 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.s.audit = w
+	h.start(t, nil, nil)
+	resp, body, c := h.raw(t, fmt.Sprintf("CONNECT allowed.test:%d HTTP/1.1\r\nHost: allowed.test\r\n\r\n", h.tlsPort))
+	if c != nil {
+		c.Close()
+	}
+	if resp == nil || resp.StatusCode != 503 || resp.Header.Get("X-Sharness-Deny") != "audit-unavailable" || !strings.Contains(body, "restart net") {
+		t.Errorf("an allowed CONNECT with the audit log closed: %v %q, want 503 audit-unavailable saying to restart net", resp, body)
+	}
+}

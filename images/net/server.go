@@ -167,6 +167,8 @@ func (s *server) handle(c net.Conn, br *bufio.Reader, req *http.Request, rec *re
 		s.met.Serve(c, s.lim.Header)
 	case !known:
 		s.refuse(c, rec, egress.Deny(egress.RuleNoCaller, ""))
+	case s.audit.Err() != nil: // no decision that cannot be recorded (issue 22)
+		s.refuse(c, rec, egress.Deny(egress.RuleAudit, ""))
 	case b != nil && !b.Allow():
 		s.refuse(c, rec, egress.Deny(egress.RuleRateLimit, ""))
 	case req.Method == http.MethodConnect:

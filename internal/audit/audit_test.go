@@ -561,3 +561,35 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestErrAfterAFailedWrite: once a line cannot be written (here the file is gone from under the
+// writer, as a full or read-only volume refuses it), Err names the failure and keeps naming it,
+// so that a component refuses its decisions instead of deciding unrecorded (issue 22); a nil
+// Writer and a healthy one have none.
+func TestErrAfterAFailedWrite(t *testing.T) {
+	var none *Writer
+	if err := none.Err(); err != nil {
+		t.Errorf("a nil Writer's Err = %v, want nil", err)
+	}
+	s := newSession(t)
+	w, err := Open(filepath.Join(t.TempDir(), FileName), s.config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Log(event(1)); err != nil || w.Err() != nil {
+		t.Fatalf("a healthy log: Log %v, Err %v", err, w.Err())
+	}
+	w.timer.Stop()
+	w.f.Close() // every write fails from now on
+	logErr := w.Log(event(2))
+	if logErr == nil || w.Err() == nil || w.Err().Error() != logErr.Error() {
+		t.Fatalf("after a failed write: Log %v, Err %v; want the same failure", logErr, w.Err())
+	}
+	if !strings.Contains(w.Err().Error(), "write line") {
+		t.Errorf("Err %q does not say which line failed", w.Err())
+	}
+	w.Log(event(3))
+	if w.Err().Error() != logErr.Error() {
+		t.Errorf("Err changed to %v: the first failure is the one to name", w.Err())
+	}
+}

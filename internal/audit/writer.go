@@ -132,6 +132,25 @@ func (w *Writer) Log(e Event) error {
 	return w.err
 }
 
+// Err is the failure that stopped the log (a full or read-only volume, a failed sync; or the
+// log closed), or nil while it takes lines; a nil Writer (no record) has none. A component asks it before a
+// decision and refuses once the log cannot take the decision's line: a full disk stops the
+// component's decisions rather than drop their records (issue 22). The log takes no line after
+// its first failure, so the refusals go on until the component is restarted on a volume with
+// room, where Open continues the chain (less an unterminated last line, named in its start
+// record).
+func (w *Writer) Err() error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil && w.closed {
+		return errors.New("audit: log closed")
+	}
+	return w.err
+}
+
 // Checkpoint signs the chain head now, if a line is unsigned, and syncs the file.
 func (w *Writer) Checkpoint() error {
 	w.mu.Lock()

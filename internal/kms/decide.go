@@ -50,6 +50,7 @@ const (
 	ReasonNotFound   = "not_found"               // 404: no such op
 	ReasonMethod     = "method_not_allowed"      // 405: not POST
 	ReasonInternal   = "internal"                // 500
+	ReasonAudit      = "audit_unavailable"       // 503: kms's audit log takes no more lines (a full or read-only volume)
 )
 
 // Window is how far a request's timestamp may be from kms's clock; nonces are remembered until
@@ -61,6 +62,7 @@ var statuses = map[string]int{
 	ReasonTimestamp: 400, ReasonPolicy: 403, ReasonUnknown: 404, ReasonInvalid: 500,
 	ReasonRecipient: 403, ReasonExpired: 403, ReasonExpiry: 400, ReasonSender: 403, ReasonLimit: 429,
 	ReasonBadRequest: 400, ReasonTooLarge: 413, ReasonNotFound: 404, ReasonMethod: 405, ReasonInternal: 500,
+	ReasonAudit: 503,
 }
 
 // Refusal is a refused call: what kms answers ({"error":{"type","message"}} with Status) and what

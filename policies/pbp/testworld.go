@@ -26,7 +26,7 @@ type TestWorld struct {
 	AllowAddrs []string `yaml:"allow_addrs,omitempty" json:"allow_addrs,omitempty"`
 	// LLMCA says where llm may take one extra CA its upstream may chain to. The only value is
 	// LLMCAFromEnvironment: the world's CA is made afresh, its key dropped, for every run
-	// (testkit/worldca, testkit/testca), so its bytes cannot be in the hash; the policy grants
+	// (testkit/worldca, internal/throwawayca), so its bytes cannot be in the hash; the policy grants
 	// the switch and the person at `up` gives the certificate.
 	LLMCA string `yaml:"llm_ca,omitempty" json:"llm_ca,omitempty"`
 	// Fixtures are the world's containers, by service name, which the runtime shim admits as

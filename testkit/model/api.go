@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,6 +232,24 @@ type reply struct {
 	blocks    []block
 	stop      string
 	outTokens int64
+	pace      time.Duration // between the text deltas of a stream ("offline: pace")
+}
+
+// Bounds of the load scripts ("offline: long N", "offline: pace D"): a soak's long answer, not a
+// way to hold the model's memory or a connection for ever.
+const (
+	maxLongWords = 20000
+	maxPace      = 100 * time.Millisecond
+)
+
+// longText is n words of filler, numbered so that a cut or a reordering shows; a stream sends
+// one word per delta.
+func longText(n int) string {
+	words := make([]string, n)
+	for i := range words {
+		words[i] = "w" + strconv.Itoa(i)
+	}
+	return strings.Join(words, " ")
 }
 
 // script decides the reply to c; seq makes the tool_use id unique and deterministic.
@@ -257,10 +276,18 @@ func script(c conversation, seq int64) (reply, *apiError) {
 			{kind: "tool_use", id: fmt.Sprintf("toolu_offline_%06d", seq), name: name, input: in}}}
 	case asked && len(c.tools) > 0:
 		r.blocks = []block{{kind: "text", text: fmt.Sprintf("offline model: no tool named %q in this request", name)}}
+	case strings.Contains(c.lastUser, "offline: long "):
+		w, _ := wordAfter(c.lastUser, "offline: long ")
+		n, _ := strconv.Atoi(w)
+		r.blocks = []block{{kind: "text", text: longText(min(max(n, 1), maxLongWords))}}
 	default:
 		r.blocks = []block{{kind: "text", text: fmt.Sprintf("offline model: %d messages, last user text: %s", c.messages, truncate(c.lastUser, 200))}}
 	}
 	r.stop = cmp.Or(r.stop, "end_turn")
+	if w, ok := wordAfter(c.lastUser, "offline: pace "); ok {
+		ms, _ := strconv.Atoi(strings.TrimSuffix(w, "ms"))
+		r.pace = min(max(time.Duration(ms)*time.Millisecond, 0), maxPace)
+	}
 	for _, b := range r.blocks {
 		r.outTokens += 1 + int64(len(b.text)+len(b.input))/4 + int64(len(b.name))
 	}
@@ -325,6 +352,9 @@ func stream(w http.ResponseWriter, start map[string]any, rep reply, in int64, fa
 				d = map[string]any{"type": "input_json_delta", "partial_json": cmp.Or(b.input, "{}")}
 			}
 			send(w, "content_block_delta", map[string]any{"type": "content_block_delta", "index": i, "delta": d})
+			if rep.pace > 0 {
+				time.Sleep(rep.pace)
+			}
 		}
 		send(w, "content_block_stop", map[string]any{"type": "content_block_stop", "index": i})
 	}

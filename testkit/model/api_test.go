@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -312,5 +313,38 @@ func TestRawErrors(t *testing.T) {
 				t.Errorf("request-id = %q", resp.Header.Get("Request-Id"))
 			}
 		})
+	}
+}
+
+// TestLongStream: "offline: long N" streams N numbered words, one delta each, and "offline: pace
+// D" waits D ms after each (bounded), so that the soak's streams last.
+func TestLongStream(t *testing.T) {
+	srv, _ := newServer(t, nil)
+	body := `{"model":"m","max_tokens":4096,"stream":true,"messages":[{"role":"user","content":"offline: long 40 offline: pace 5"}]}`
+	req, _ := http.NewRequest("POST", srv.URL+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("x-api-key", testKey)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	start := time.Now()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	took := time.Since(start)
+	if n := strings.Count(string(raw), `"type":"text_delta"`); n != 40 {
+		t.Errorf("%d text deltas, want 40", n)
+	}
+	if !strings.Contains(string(raw), `"text":"w39"`) || !strings.Contains(string(raw), "event: message_stop") {
+		t.Errorf("the stream lacks its last word or its stop:\n%.400s", raw)
+	}
+	if took < 40*5*time.Millisecond {
+		t.Errorf("the stream took %v, want at least 40 × 5 ms", took)
+	}
+	c, _ := parse([]byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"offline: long 99999999 offline: pace 100000"}]}`), true)
+	c.maxTokens = 1 << 30
+	r, _ := script(c, 1)
+	if words := strings.Count(r.blocks[0].text, " ") + 1; words != maxLongWords || r.pace != maxPace {
+		t.Errorf("an unbounded ask: %d words, pace %v; want %d and %v", words, r.pace, maxLongWords, maxPace)
 	}
 }

@@ -30,6 +30,9 @@
 //     request does not declare gets a text reply saying so. For Claude Code in the stack:
 //     claude -p 'use tool mcp__bash__bash {"command":"echo hi"}' runs the command in a bash
 //     sandbox and ends with the result quoted.
+//   - "offline: long N" → a text reply of N numbered words ("w0 w1 …", at most 20000), for the
+//     soak (e2e TestSoak); with "offline: pace D" (D ms, at most 100) a stream waits D ms after
+//     each word, so that a stream lasts as long as a long answer of the real model does.
 //   - anything else → "offline model: N messages, last user text: TEXT" (TEXT cut at 200
 //     bytes), stop_reason end_turn.
 //

@@ -7,6 +7,10 @@
 //	                                          refused because kms is away
 //	sharness-modelprobe -kms                  from a seat with a Workload API socket on the
 //	                                          kms edge: requests kms must refuse (kms.go)
+//	sharness-modelprobe -load                 the soak's load (testkit/loadgen; load.go): its
+//	                                          configuration as JSON on stdin, one JSON report out
+//	sharness-modelprobe -once KIND            one operation of a load kind (tunnel-new, tunnel-refused,
+//	                                          llm-stream, bash-call, fs-write): the fault suite's probe
 //
 // With -key-stdin it reads the stack's real API key from standard input (the e2e suite has it;
 // the agent never does) and plants it, in several encodings, in tool results that llm must refuse
@@ -34,7 +38,18 @@ func main() {
 	keyStdin := flag.Bool("key-stdin", false, "with -model: read the stack's real key from stdin and plant it")
 	call := flag.String("call", "", "make one ordinary request and expect: ok or kms-down")
 	kmsDoors := flag.Bool("kms", false, "try the kms doors with this seat's SVID")
+	loadRun := flag.Bool("load", false, "generate the soak's load (configuration on stdin) and print its report")
+	loadShard := flag.Bool("load-shard", false, "a shard of -load's tunnels (run by -load itself)")
+	onceKind := flag.String("once", "", "make one operation of this load kind (configuration on stdin) and print its result")
 	flag.Parse()
+	if *loadRun || *loadShard {
+		load(*loadShard)
+		return
+	}
+	if *onceKind != "" {
+		once(*onceKind)
+		return
+	}
 	base := os.Getenv("ANTHROPIC_BASE_URL")
 	var doors []sidedoor.Door
 	switch {

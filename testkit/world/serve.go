@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -56,7 +58,8 @@ func hostOf(addr string) string {
 }
 
 // handler serves GET / with a greeting naming the host asked for, GET /redirect with a redirect
-// to denied.sharness.test (net must check the second hop on its own), and, when repo is not
+// to denied.sharness.test (net must check the second hop on its own), GET /bulk/{n} with n bytes
+// (at most maxBulk), and, when repo is not
 // empty, the files of the bare repository repo under /repo.git/ for git's "dumb HTTP" protocol.
 func handler(repo string, ev *events) http.Handler {
 	mux := http.NewServeMux()
@@ -66,6 +69,16 @@ func handler(repo string, ev *events) http.Handler {
 	})
 	mux.HandleFunc("GET /redirect", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "http://denied.sharness.test/", http.StatusFound)
+	})
+	mux.HandleFunc("GET /bulk/{n}", func(w http.ResponseWriter, r *http.Request) {
+		n, err := strconv.ParseInt(r.PathValue("n"), 10, 64)
+		if err != nil || n < 0 || n > maxBulk {
+			http.Error(w, fmt.Sprintf("bulk: want 0 to %d bytes", maxBulk), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
+		io.CopyN(w, filler{}, n) // a client gone away only loses the rest
 	})
 	if repo != "" {
 		mux.Handle("GET /repo.git/", http.StripPrefix("/repo.git", http.FileServer(http.Dir(repo))))
@@ -78,6 +91,19 @@ func handler(repo string, ev *events) http.Handler {
 		ev.log(e)
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// maxBulk bounds GET /bulk/{n}, the soak's bulk download (e2e TestSoak).
+const maxBulk = 64 << 20
+
+// filler reads as an endless run of 'x'.
+type filler struct{}
+
+func (filler) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
 }
 
 // echoConn and echoPacket are the targets of the agent's direct-egress attempts on port 7

@@ -54,6 +54,9 @@ func TestHandler(t *testing.T) {
 		{"smart probe gets the static file", "allowed.sharness.test", "/repo.git/info/refs?service=git-upload-pack", 200, "abc\trefs/heads/main\n", ""},
 		{"dot segments are cleaned away, not served", "allowed.sharness.test", "/repo.git/../../etc/passwd", 307, "", "/etc/passwd"},
 		{"unknown path", "allowed.sharness.test", "/nope", 404, "", ""},
+		{"bulk", "allowed.sharness.test", "/bulk/5", 200, "xxxxx", ""},
+		{"bulk over the bound", "allowed.sharness.test", "/bulk/67108865", 400, "", ""},
+		{"bulk not a number", "allowed.sharness.test", "/bulk/-1", 400, "", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,6 +30,7 @@ var refusals = map[Reason]reply{
 	ReasonNotEmpty:      {http.StatusConflict, "conflict_error", "the folder is not empty; delete its entries first"},
 	ReasonTooMany:       {http.StatusForbidden, "permission_error", "the protected folders hold their maximum of entries"},
 	ReasonIO:            {http.StatusInternalServerError, "api_error", "fs failed"},
+	ReasonAudit:         {http.StatusServiceUnavailable, "api_error", "fs cannot write its audit log, so it changes nothing: the person must free fs's audit volume and restart fs"},
 	// The gate's verdicts: their text ends the message of a change that was not approved.
 	ReasonDenied:      {http.StatusForbidden, "permission_error", "the operator denied it"},
 	ReasonTimeout:     {http.StatusForbidden, "permission_error", "no decision came in time"},

@@ -57,10 +57,11 @@ const (
 	ReasonMount         Reason = "mount_point"       // the path crosses into another mount
 	ReasonWrongType     Reason = "wrong_type"        // a file where a folder is expected, or the reverse
 	ReasonNotFound      Reason = "not_found"
-	ReasonExists        Reason = "exists"           // rename never replaces
-	ReasonNotEmpty      Reason = "not_empty"        // folders are deleted only when empty
-	ReasonTooMany       Reason = "too_many_entries" // the protected folders hold MaxEntries already
-	ReasonIO            Reason = "io_error"         // the cause is in the log, not the message
+	ReasonExists        Reason = "exists"            // rename never replaces
+	ReasonNotEmpty      Reason = "not_empty"         // folders are deleted only when empty
+	ReasonTooMany       Reason = "too_many_entries"  // the protected folders hold MaxEntries already
+	ReasonIO            Reason = "io_error"          // the cause is in the log, not the message
+	ReasonAudit         Reason = "audit_unavailable" // fs's audit log takes no more lines (images/fs refuses)
 )
 
 // Refusal is a decision against a request. Message is for the agent and never holds content;

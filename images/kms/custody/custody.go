@@ -148,7 +148,14 @@ func (s *Server) Destroy() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op, _ := strings.CutPrefix(r.URL.Path, "/v1/")
 	c := kms.Call{Caller: callerOf(s.cfg.Manifest, r), Op: op}
-	answer, ref := s.call(w, r, &c)
+	var answer []byte
+	var ref *kms.Refusal
+	if err := s.cfg.Audit.Err(); err != nil { // no opening that cannot be recorded (issue 22)
+		s.cfg.Log.Error("kms: refusing: the audit log takes no more lines", "op", op, "error", err.Error())
+		ref = kms.Refuse(kms.ReasonAudit, "kms cannot write its audit log, so it opens nothing: the person must free kms's audit volume and restart kms")
+	} else {
+		answer, ref = s.call(w, r, &c)
+	}
 	name := ""
 	if c.Request != nil {
 		name = c.Request.Name

@@ -132,6 +132,7 @@ const (
 	ReasonNotFound       Reason = "not_found"            // no such endpoint
 	ReasonKey            Reason = "key_unavailable"      // kms could not give the key
 	ReasonUpstream       Reason = "upstream_unreachable" // the provider could not be reached
+	ReasonAudit          Reason = "audit_unavailable"    // llm's audit log takes no more lines (a full or read-only volume)
 )
 
 // Refusal is a request llm will not forward, with what the agent is told. Its Message must
@@ -174,6 +175,7 @@ var refusals = map[Reason]struct {
 	ReasonNotFound:       {http.StatusNotFound, "not_found_error", "no such endpoint (llm serves POST /v1/messages, POST /v1/messages/count_tokens and GET /v1/models)"},
 	ReasonKey:            {http.StatusServiceUnavailable, "api_error", "the API key is unavailable"},
 	ReasonUpstream:       {http.StatusBadGateway, "api_error", "the model API could not be reached"},
+	ReasonAudit:          {http.StatusServiceUnavailable, "api_error", "llm cannot write its audit log, so it forwards nothing"},
 }
 
 // policyHint is what to do about a policy decision: the policy is the person's, fixed by its
@@ -191,6 +193,10 @@ var hints = map[Reason]string{
 	ReasonMCPServer:      policyHint,
 	ReasonSecret:         "; the conversation holds it now, so retrying sends it again: start a new conversation (or clear this one) without it, and keep the secret out of the files and commands the agent reads",
 	ReasonTooLarge:       "; shorten the conversation (compact it, or start a new one)",
+	// A kms that restarted has a new identity: the key sealed to the one before cannot be
+	// opened (issue 22's fault suite, TestFaults/kms).
+	ReasonKey:   "; if kms was restarted, the person must seal the key to it again (sharness-ai kms bundle, then secret seal: docs/operator.md)",
+	ReasonAudit: "; the person must free llm's audit volume and restart llm (docs/audit.md)",
 }
 
 // Refuse is the refusal for reason, with its status and type from the table. detail is what

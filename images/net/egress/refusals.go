@@ -22,6 +22,7 @@ const (
 	RuleSNIMissing    = "sni-missing"          // a tunnel that does not start with a ClientHello naming a host
 	RuleSNIMismatch   = "sni-mismatch"         // a ClientHello naming another host (domain fronting)
 	RuleTLSHandshake  = "tls-handshake"        // a failed mTLS handshake
+	RuleAudit         = "audit-unavailable"    // net's audit log takes no more lines (a full or read-only volume)
 )
 
 // refusals is net's one table of refusals, by rule: the HTTP status net answers with, and the
@@ -59,6 +60,7 @@ var refusals = map[string]struct {
 	RuleSNIMissing:     {403, "the tunnel did not start with a TLS ClientHello naming the host"},
 	RuleSNIMismatch:    {403, "the TLS server name differs from the CONNECT host (domain fronting)"},
 	RuleTLSHandshake:   {403, "the mTLS handshake failed"},
+	RuleAudit:          {503, "net cannot write its audit log, so it decides nothing: free net's audit volume and restart net"},
 }
 
 // Deny is the refusal naming rule, with reason, one public sentence; "" is the rule's own text.

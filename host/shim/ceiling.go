@@ -1,0 +1,78 @@
+package shim
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// fixtureSysctls are the only kernel settings a test fixture may have: the world and the model
+// serve on ports below 1024 without a capability (compose/world.yml).
+var fixtureSysctls = []string{"net.ipv4.ip_unprivileged_port_start"}
+
+// fixtureNamespaces are the namespaces a fixture must have of its own (joined ones are judged by
+// unmarkedNamespaces): without one, it shares the host's.
+var fixtureNamespaces = []specs.LinuxNamespaceType{
+	specs.PIDNamespace, specs.NetworkNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.MountNamespace,
+}
+
+// FixtureCeiling is what a container claiming a test fixture may be at most, whatever its
+// compose file says: the fixtures have no compiled spec to be held to, so without a ceiling a
+// fixture claim (an image of anyone's, on a host where a test-world policy is installed) would
+// get root, capabilities, seccomp unconfined or the host's namespaces past the shim (an attack on
+// the running stack found it). The ceiling is compose/world.yml's own settings: no capability in
+// any set, not root, no new privileges, a read-only root, a seccomp filter, every namespace of
+// its own, the engine's masked paths, no device, and no kernel setting but fixtureSysctls.
+func FixtureCeiling(s *specs.Spec) []Reason {
+	var out []Reason
+	p := s.Process
+	if p == nil {
+		return []Reason{{Field: "process", Want: "a process", Got: "none"}}
+	}
+	if c := p.Capabilities; c != nil {
+		for _, set := range []struct {
+			name string
+			caps []string
+		}{{"bounding", c.Bounding}, {"effective", c.Effective}, {"inheritable", c.Inheritable}, {"permitted", c.Permitted}, {"ambient", c.Ambient}} {
+			if len(set.caps) > 0 {
+				out = append(out, Reason{Field: "process.capabilities." + set.name, Want: "none (a fixture drops every capability)", Got: strings.Join(set.caps, ",")})
+			}
+		}
+	}
+	if p.User.UID == 0 || p.User.GID == 0 || slices.Contains(p.User.AdditionalGids, 0) {
+		out = append(out, Reason{Field: "process.user", Want: "not root (uid, gid and groups other than 0)", Got: "uid " + strconv.FormatUint(uint64(p.User.UID), 10) + " gid " + strconv.FormatUint(uint64(p.User.GID), 10)})
+	}
+	if !p.NoNewPrivileges {
+		out = append(out, Reason{Field: "process.noNewPrivileges", Want: "true", Got: "false"})
+	}
+	if s.Root == nil || !s.Root.Readonly {
+		out = append(out, Reason{Field: "root.readonly", Want: "true", Got: "false"})
+	}
+	l := s.Linux
+	if l == nil {
+		return append(out, Reason{Field: "linux", Want: "the engine's Linux settings", Got: "none"})
+	}
+	if l.Seccomp == nil {
+		out = append(out, Reason{Field: "linux.seccomp", Want: "a seccomp filter (the engine's default)", Got: "none (unconfined)"})
+	}
+	for _, t := range fixtureNamespaces {
+		if !slices.ContainsFunc(l.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == t }) {
+			out = append(out, Reason{Field: "linux.namespaces." + string(t), Want: "its own", Got: "the host's"})
+		}
+	}
+	if len(l.MaskedPaths) == 0 || len(l.ReadonlyPaths) == 0 { // --security-opt systempaths=unconfined
+		out = append(out, Reason{Field: "linux.maskedPaths", Want: "the engine's masked and read-only /proc and /sys paths", Got: "none"})
+	}
+	if len(l.Devices) > 0 {
+		out = append(out, Reason{Field: "linux.devices", Want: "none", Got: l.Devices[0].Path})
+	}
+	for _, k := range slices.Sorted(maps.Keys(l.Sysctl)) {
+		if !slices.Contains(fixtureSysctls, k) {
+			out = append(out, Reason{Field: "linux.sysctl[" + k + "]", Want: "only " + strings.Join(fixtureSysctls, ", "), Got: strconv.Quote(l.Sysctl[k])})
+		}
+	}
+	return out
+}
