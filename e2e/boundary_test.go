@@ -146,6 +146,24 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 	asWorld := []string{"run", "--rm", "--network", "none", "--label", "com.docker.compose.project=" + project,
 		"-e", "SHARNESS_AI_FIXTURE=world", "-e", "SHARNESS_AI_POLICY=" + policyHash(t, root),
 		"--user", "65520:65520", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges:true"}
+	// docker exec --privileged (every capability) or -u 0 into a fixture within its ceiling: the
+	// exec is held to the fixture's process ceiling too; a plain exec (as the model's health
+	// check) runs.
+	t.Run("an-exec-into-a-fixture-above-its-ceiling", func(t *testing.T) {
+		name := project + "-fixture-exec"
+		args := append(append([]string{"run", "-d", "--name", name}, asWorld[2:]...), plainImage(t), "/bin/busybox", "sleep", "120")
+		if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+			t.Fatalf("a fixture within its ceiling did not start (%v):\n%s", err, out)
+		}
+		defer exec.Command("docker", "rm", "-f", name).Run()
+		if out, err := exec.CommandContext(ctx, "docker", "exec", name, "/bin/busybox", "true").CombinedOutput(); err != nil {
+			t.Fatalf("a plain exec into the fixture was refused (%v):\n%s", err, out)
+		}
+		for _, e := range []struct{ flag, field string }{{"--privileged", "process.capabilities"}, {"-u0", "process.user"}} {
+			out, err := exec.CommandContext(ctx, "docker", "exec", e.flag, name, "/bin/busybox", "true").CombinedOutput()
+			refused(t, out, err, "fixture world", e.field)
+		}
+	})
 	for _, w := range []struct {
 		name, field string
 		flags       []string

@@ -511,7 +511,8 @@ func runWorkspace(m *pbp.Manifest, dir string, log io.Writer) (string, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		if err := os.Chown(dir, agentUID, agentUID); err != nil {
+		// Lchown: a symbolic link put in its place since is not followed to another folder.
+		if err := os.Lchown(dir, agentUID, agentUID); err != nil {
 			os.Remove(dir)
 			return "", fmt.Errorf("give the new workspace %s to uid %d (the agent, bash and fs run as it): %w: run as root, or make it yourself, writable by that uid", dir, agentUID, err)
 		}

@@ -27,27 +27,10 @@ var fixtureNamespaces = []specs.LinuxNamespaceType{
 // any set, not root, no new privileges, a read-only root, a seccomp filter, every namespace of
 // its own, the engine's masked paths, no device, and no kernel setting but fixtureSysctls.
 func FixtureCeiling(s *specs.Spec) []Reason {
-	var out []Reason
-	p := s.Process
-	if p == nil {
+	if s.Process == nil {
 		return []Reason{{Field: "process", Want: "a process", Got: "none"}}
 	}
-	if c := p.Capabilities; c != nil {
-		for _, set := range []struct {
-			name string
-			caps []string
-		}{{"bounding", c.Bounding}, {"effective", c.Effective}, {"inheritable", c.Inheritable}, {"permitted", c.Permitted}, {"ambient", c.Ambient}} {
-			if len(set.caps) > 0 {
-				out = append(out, Reason{Field: "process.capabilities." + set.name, Want: "none (a fixture drops every capability)", Got: strings.Join(set.caps, ",")})
-			}
-		}
-	}
-	if p.User.UID == 0 || p.User.GID == 0 || slices.Contains(p.User.AdditionalGids, 0) {
-		out = append(out, Reason{Field: "process.user", Want: "not root (uid, gid and groups other than 0)", Got: "uid " + strconv.FormatUint(uint64(p.User.UID), 10) + " gid " + strconv.FormatUint(uint64(p.User.GID), 10)})
-	}
-	if !p.NoNewPrivileges {
-		out = append(out, Reason{Field: "process.noNewPrivileges", Want: "true", Got: "false"})
-	}
+	out := fixtureProcess("process", s.Process)
 	if s.Root == nil || !s.Root.Readonly {
 		out = append(out, Reason{Field: "root.readonly", Want: "true", Got: "false"})
 	}
@@ -73,6 +56,31 @@ func FixtureCeiling(s *specs.Spec) []Reason {
 		if !slices.Contains(fixtureSysctls, k) {
 			out = append(out, Reason{Field: "linux.sysctl[" + k + "]", Want: "only " + strings.Join(fixtureSysctls, ", "), Got: strconv.Quote(l.Sysctl[k])})
 		}
+	}
+	return out
+}
+
+// fixtureProcess is FixtureCeiling's part for a process, the container's (field "process") or
+// one exec'd into it: no capability in any set, not root, no new privileges. An exec is held to
+// it too, as `docker exec --privileged` or `-u 0` into a fixture would otherwise get what its
+// container may not.
+func fixtureProcess(field string, p *specs.Process) []Reason {
+	var out []Reason
+	if c := p.Capabilities; c != nil {
+		for _, set := range []struct {
+			name string
+			caps []string
+		}{{"bounding", c.Bounding}, {"effective", c.Effective}, {"inheritable", c.Inheritable}, {"permitted", c.Permitted}, {"ambient", c.Ambient}} {
+			if len(set.caps) > 0 {
+				out = append(out, Reason{Field: field + ".capabilities." + set.name, Want: "none (a fixture drops every capability)", Got: strings.Join(set.caps, ",")})
+			}
+		}
+	}
+	if p.User.UID == 0 || p.User.GID == 0 || slices.Contains(p.User.AdditionalGids, 0) {
+		out = append(out, Reason{Field: field + ".user", Want: "not root (uid, gid and groups other than 0)", Got: "uid " + strconv.FormatUint(uint64(p.User.UID), 10) + " gid " + strconv.FormatUint(uint64(p.User.GID), 10)})
+	}
+	if !p.NoNewPrivileges {
+		out = append(out, Reason{Field: field + ".noNewPrivileges", Want: "true", Got: "false"})
 	}
 	return out
 }

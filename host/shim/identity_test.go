@@ -291,6 +291,7 @@ func TestDecideBelonging(t *testing.T) {
 		files map[string]string
 		args  []string
 		field string
+		keep  bool // a refused exec that does not cut the container
 	}{
 		{name: "as compose makes it", files: files, args: []string{"create", "-b", "/ok", "abc"}},
 		{name: "on egress", files: with(map[string]string{"engine:abc": encode(t, widened)}), args: []string{"create", "-b", "/ok", "abc"},
@@ -345,8 +346,15 @@ func TestDecideBelonging(t *testing.T) {
 			args: []string{"create", "-b", "/pn", "pn"}},
 		// The model's health check: an exec into a fixture is the caller's.
 		{name: "an exec into a fixture", files: with(map[string]string{"/fx/config.json": encode(t, fixtureSpec),
-			"/proc-fx.json": encode(t, &specs.Process{Args: []string{"/sharness-model", "health"}, Cwd: "/"})}),
+			"/proc-fx.json": encode(t, &specs.Process{Args: []string{"/sharness-model", "health"}, Cwd: "/", User: fixtureSpec.Process.User, NoNewPrivileges: true})}),
 			args: []string{"exec", "-p", "/proc-fx.json", "fx"}},
+		// docker exec --privileged, or -u 0, into a fixture: its process ceiling holds the exec too.
+		{name: "a privileged exec into a fixture", files: with(map[string]string{"/fx/config.json": encode(t, fixtureSpec),
+			"/proc-fx.json": encode(t, withCaps(&specs.Spec{Process: &specs.Process{Args: []string{"/bin/sh"}, Cwd: "/", User: fixtureSpec.Process.User, NoNewPrivileges: true}}, "CAP_SYS_ADMIN").Process)}),
+			args: []string{"exec", "-p", "/proc-fx.json", "fx"}, field: "process.capabilities.bounding", keep: true},
+		{name: "an exec as root into a fixture", files: with(map[string]string{"/fx/config.json": encode(t, fixtureSpec),
+			"/proc-fx.json": encode(t, &specs.Process{Args: []string{"/bin/sh"}, Cwd: "/", NoNewPrivileges: true})}),
+			args: []string{"exec", "-p", "/proc-fx.json", "fx"}, field: "process.user", keep: true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &fakeHost{files: tt.files, bundles: map[string]string{"abc": "/bundle", "fx": "/fx"}}
@@ -361,7 +369,7 @@ func TestDecideBelonging(t *testing.T) {
 				t.Fatalf("want a refusal of %s, got %v", tt.field, r)
 			}
 			// Only a running container wider than its policy is cut.
-			if want := tt.args[0] == "exec" && tt.field != ""; r != nil && r.Cut != want {
+			if want := tt.args[0] == "exec" && tt.field != "" && !tt.keep; r != nil && r.Cut != want {
 				t.Errorf("cut %v, want %v", r.Cut, want)
 			}
 		})

@@ -100,7 +100,8 @@ func init() { serverNameForTests = "example.com" }
 
 func TestRunCountsEveryOutcome(t *testing.T) {
 	f := newFakeWorld(t, 8)
-	rep, err := Run(context.Background(), f.config(2*time.Second, 20))
+	cfg := f.config(2*time.Second, 20)
+	rep, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,8 +119,10 @@ func TestRunCountsEveryOutcome(t *testing.T) {
 	for _, st := range rep.Kinds {
 		caps += st.Outcomes[Cap]
 	}
-	if caps == 0 || caps != f.capHits.Load() {
-		t.Errorf("the load saw %d refusals at the cap, the proxy made %d", caps, f.capHits.Load())
+	// Every refusal the load counted is one the proxy made; the proxy may have made a few more
+	// that the run's end cut before the load read them (at most one per worker in flight).
+	if made := f.capHits.Load(); caps == 0 || caps > made || made-caps > int64(cfg.Tunnels+cfg.Streams+cfg.FSWriters) {
+		t.Errorf("the load saw %d refusals at the cap, the proxy made %d", caps, made)
 	}
 	if st := rep.Kinds[KindNew]; st.P99MS < st.P50MS || st.P50MS <= 0 {
 		t.Errorf("latencies p50 %v p99 %v", st.P50MS, st.P99MS)
