@@ -146,6 +146,16 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 	asWorld := []string{"run", "--rm", "--network", "none", "--label", "com.docker.compose.project=" + project,
 		"-e", "SHARNESS_AI_FIXTURE=world", "-e", "SHARNESS_AI_POLICY=" + policyHash(t, root),
 		"--user", "65520:65520", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges:true"}
+	allowAll := filepath.Join(t.TempDir(), "allow-all.json") // a profile that lets every call through
+	if err := os.WriteFile(allowAll, []byte(`{"defaultAction":"SCMP_ACT_ALLOW"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("a-fixture-as-the-world-runs-starts", func(t *testing.T) {
+		args := append(append([]string{}, asWorld...), plainImage(t), "/bin/busybox", "true")
+		if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
+			t.Fatalf("a fixture with compose/world.yml's settings was refused (%v):\n%s", err, out)
+		}
+	})
 	// docker exec --privileged (every capability) or -u 0 into a fixture within its ceiling: the
 	// exec is held to the fixture's process ceiling too; a plain exec (as the model's health
 	// check) runs.
@@ -172,6 +182,7 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 		{"a-privileged-fixture", "process.capabilities", []string{"--privileged"}},
 		{"a-fixture-as-root", "process.user", []string{"--user", "0:0"}},
 		{"a-fixture-without-seccomp", "linux.seccomp", []string{"--security-opt", "seccomp=unconfined"}},
+		{"a-fixture-with-a-seccomp-filter-that-allows", "linux.seccomp.defaultAction", []string{"--security-opt", "seccomp=" + allowAll}},
 		{"a-fixture-in-the-host's-pid-namespace", "linux.namespaces.pid", []string{"--pid", "host"}},
 		{"a-fixture-without-masked-paths", "linux.maskedPaths", []string{"--security-opt", "systempaths=unconfined"}},
 		{"a-fixture-with-a-device", "linux.devices", []string{"--device", "/dev/zero:/dev/z"}},

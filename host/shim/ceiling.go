@@ -9,9 +9,11 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// fixtureSysctls are the only kernel settings a test fixture may have: the world and the model
-// serve on ports below 1024 without a capability (compose/world.yml).
-var fixtureSysctls = []string{"net.ipv4.ip_unprivileged_port_start"}
+// fixtureSysctls are the only kernel settings a test fixture may have, both of its own network
+// namespace: the world and the model serve on ports below 1024 without a capability
+// (compose/world.yml), and Docker (20.10 and later) sets ping_group_range on every container so
+// that ping needs no CAP_NET_RAW (measured: "0 2147483647").
+var fixtureSysctls = []string{"net.ipv4.ip_unprivileged_port_start", "net.ipv4.ping_group_range"}
 
 // fixtureNamespaces are the namespaces a fixture must have of its own (joined ones are judged by
 // unmarkedNamespaces): without one, it shares the host's.
@@ -38,8 +40,12 @@ func FixtureCeiling(s *specs.Spec) []Reason {
 	if l == nil {
 		return append(out, Reason{Field: "linux", Want: "the engine's Linux settings", Got: "none"})
 	}
-	if l.Seccomp == nil {
+	switch {
+	case l.Seccomp == nil:
 		out = append(out, Reason{Field: "linux.seccomp", Want: "a seccomp filter (the engine's default)", Got: "none (unconfined)"})
+	case l.Seccomp.DefaultAction == specs.ActAllow || l.Seccomp.DefaultAction == specs.ActLog || l.Seccomp.DefaultAction == specs.ActNotify:
+		// --security-opt seccomp=FILE with a profile that lets what it does not name through.
+		out = append(out, Reason{Field: "linux.seccomp.defaultAction", Want: "a refusal (errno, kill or trap) for what the filter does not name", Got: string(l.Seccomp.DefaultAction)})
 	}
 	for _, t := range fixtureNamespaces {
 		if !slices.ContainsFunc(l.Namespaces, func(n specs.LinuxNamespace) bool { return n.Type == t }) {

@@ -21,7 +21,7 @@ func worldLike() *specs.Spec {
 				{Type: specs.UTSNamespace}, {Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.CgroupNamespace}},
 			MaskedPaths:   []string{"/proc/kcore"},
 			ReadonlyPaths: []string{"/proc/sys"},
-			Sysctl:        map[string]string{"net.ipv4.ip_unprivileged_port_start": "0"},
+			Sysctl:        map[string]string{"net.ipv4.ip_unprivileged_port_start": "0", "net.ipv4.ping_group_range": "0 2147483647"},
 		},
 	}
 }
@@ -49,6 +49,8 @@ func TestFixtureCeiling(t *testing.T) {
 		{"a writable root", func(s *specs.Spec) { s.Root.Readonly = false }, "root.readonly"},
 		{"no root", func(s *specs.Spec) { s.Root = nil }, "root.readonly"},
 		{"seccomp unconfined", func(s *specs.Spec) { s.Linux.Seccomp = nil }, "linux.seccomp"},
+		{"a seccomp filter that allows by default", func(s *specs.Spec) { s.Linux.Seccomp.DefaultAction = specs.ActAllow }, "linux.seccomp.defaultAction"},
+		{"a seccomp filter that only logs", func(s *specs.Spec) { s.Linux.Seccomp.DefaultAction = specs.ActLog }, "linux.seccomp.defaultAction"},
 		{"the host's pid namespace", func(s *specs.Spec) { s.Linux.Namespaces = s.Linux.Namespaces[:3] }, "linux.namespaces.pid"},
 		{"the host's mount namespace", func(s *specs.Spec) { s.Linux.Namespaces = s.Linux.Namespaces[1:] }, "linux.namespaces.mount"},
 		{"no masked paths", func(s *specs.Spec) { s.Linux.MaskedPaths = nil }, "linux.maskedPaths"},
