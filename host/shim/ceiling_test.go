@@ -1,6 +1,8 @@
 package shim
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,4 +86,24 @@ func withCaps(s *specs.Spec, caps ...string) *specs.Spec {
 	p.Capabilities = &specs.LinuxCapabilities{Bounding: caps, Effective: caps, Inheritable: caps, Permitted: caps, Ambient: caps}
 	c.Process = &p
 	return &c
+}
+
+// TestFixtureCeilingAdmitsWhatDockerWrote: the world's and the model's specs as Docker 20.10
+// wrote them for the offline world's stack (testdata/docker-20.10, captured by e2e
+// TestShimFixtures) are within the ceiling, so the ceiling refuses nothing the fixtures need
+// (Docker's own ping_group_range among it).
+func TestFixtureCeilingAdmitsWhatDockerWrote(t *testing.T) {
+	for _, name := range []string{"world", "model"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "docker-20.10", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := LoadSpec(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs := FixtureCeiling(s); len(rs) > 0 {
+			t.Errorf("%s as Docker wrote it: %v", name, rs)
+		}
+	}
 }
