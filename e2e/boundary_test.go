@@ -161,11 +161,14 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 	// check) runs.
 	t.Run("an-exec-into-a-fixture-above-its-ceiling", func(t *testing.T) {
 		name := project + "-fixture-exec"
+		// A refused start leaves the created container behind, and the engine's state outlives
+		// the run: remove it before and after.
+		exec.Command("docker", "rm", "-f", name).Run()
+		defer exec.Command("docker", "rm", "-f", name).Run()
 		args := append(append([]string{"run", "-d", "--name", name}, asWorld[2:]...), plainImage(t), "/bin/busybox", "sleep", "120")
 		if out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput(); err != nil {
 			t.Fatalf("a fixture within its ceiling did not start (%v):\n%s", err, out)
 		}
-		defer exec.Command("docker", "rm", "-f", name).Run()
 		if out, err := exec.CommandContext(ctx, "docker", "exec", name, "/bin/busybox", "true").CombinedOutput(); err != nil {
 			t.Fatalf("a plain exec into the fixture was refused (%v):\n%s", err, out)
 		}
