@@ -2,8 +2,8 @@
 # test.sh: every test. The unit gate (hack/check.sh: gofmt, vet, staticcheck, go test -race), the
 # end-to-end suite on each real Docker engine (hack/e2e.sh, which also installs Debian's chromium:
 # Debian's docker.io, then the current engine hack/engine-current.sh builds, docs/engines.md), a
-# comparison of the two runs' doors (hack/doors.sh: they must be identical), and the dashboard's
-# browser test in that chromium. .ci/run calls exactly this.
+# comparison of the two runs' doors (hack/doors.sh: every door's verdict must be the same on
+# both), and the dashboard's browser test in that chromium. .ci/run calls exactly this.
 #
 # SHARNESS_E2E_ENGINES lists the engines, in order (default "debian current"; "debian" alone is
 # the old, shorter run). SHARNESS_E2E_DOORS_DIR keeps each run's doors-<engine>.jsonl (default: a
