@@ -603,11 +603,9 @@ func (j *runJob) teardown(ctx context.Context) error {
 	}
 	// up --agent's override file is kept for the person to start the agent with; run started it
 	// already, and the file goes with the stack.
-	for _, f := range j.project.Files {
-		if dir := filepath.Dir(f); filepath.Dir(dir) == filepath.Clean(os.TempDir()) && strings.HasPrefix(filepath.Base(dir), "sharness-ai-agent-") {
-			if err := os.RemoveAll(dir); err != nil {
-				errs = append(errs, err)
-			}
+	if o := j.project.Override; o != "" {
+		if err := os.RemoveAll(filepath.Dir(o)); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if j.work != "" {

@@ -28,6 +28,9 @@ type Project struct {
 	Files    []string      // compose files; none: compose's own choice
 	Policy   *pbp.Manifest // the manifest it runs: Up and Status need it
 	Progress io.Writer     // where Up and Down say what they do as they go
+	// Override is the agent's override file Up wrote for UpOptions.Agent (also in Files), alone
+	// in a folder of its own that the person removes with the stack; "" for none.
+	Override string
 }
 
 func (p Project) compose() engine.Project { return engine.Project{Name: p.Name, Files: p.Files} }

@@ -54,7 +54,7 @@ func (p Project) Up(ctx context.Context, o UpOptions) (_ Project, err error) {
 		if err != nil {
 			return p, err
 		}
-		p.Files = append(slices.Clone(p.Files), override)
+		p.Files, p.Override = append(slices.Clone(p.Files), override), override
 		defer func() { // kept for the person only when the stack is up
 			if err != nil {
 				os.RemoveAll(filepath.Dir(override))

@@ -135,11 +135,7 @@ type recorder struct {
 func (r *recorder) add(kind, outcome, rule string, d time.Duration, bytes int64, why string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := r.kinds[kind]
-	if s == nil {
-		s = &Stat{Outcomes: map[string]int64{}, Rules: map[string]int64{}}
-		r.kinds[kind] = s
-	}
+	s := r.stat(kind)
 	s.Ops++
 	s.Outcomes[outcome]++
 	if rule != "" {
@@ -154,14 +150,20 @@ func (r *recorder) add(kind, outcome, rule string, d time.Duration, bytes int64,
 	}
 }
 
-func (r *recorder) connect(kind string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// stat is kind's Stat, made on first use; r.mu is held.
+func (r *recorder) stat(kind string) *Stat {
 	s := r.kinds[kind]
 	if s == nil {
 		s = &Stat{Outcomes: map[string]int64{}, Rules: map[string]int64{}}
 		r.kinds[kind] = s
 	}
+	return s
+}
+
+func (r *recorder) connect(kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.stat(kind)
 	s.Connects++
 }
 
