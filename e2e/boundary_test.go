@@ -44,7 +44,7 @@ func (s *stack) session(ctx context.Context) error {
 // that claims no component mounting a component's volume (by name or by its host path), the
 // host's root in such a container, a fixture that lies, a fixture claim above the fixtures'
 // ceiling (a capability, privileged, root, seccomp unconfined, the host's pid namespace, no
-// masked paths, a device, a sysctl; the same claim without them starts), a proxy for llm, a container in a
+// masked paths, a device, a sysctl, another cgroup; the same claim without them starts), a proxy for llm, a container in a
 // component's pid or network namespace, and the agent connected to egress after it started (cut at its next health check, within about a second). As compiled, the agent
 // starts.
 func TestShimKnowsWhatRuns(t *testing.T) {
@@ -190,6 +190,7 @@ func TestShimKnowsWhatRuns(t *testing.T) {
 		{"a-fixture-without-masked-paths", "linux.maskedPaths", []string{"--security-opt", "systempaths=unconfined"}},
 		{"a-fixture-with-a-device", "linux.devices", []string{"--device", "/dev/zero:/dev/z"}},
 		{"a-fixture-with-a-sysctl", "linux.sysctl", []string{"--sysctl", "net.ipv4.ip_forward=1"}},
+		{"a-fixture-in-another-cgroup", "linux.cgroupsPath", []string{"--cgroup-parent", "/"}},
 	} {
 		t.Run(w.name, func(t *testing.T) {
 			args := append(append(append([]string{}, asWorld...), w.flags...), plainImage(t), "/bin/busybox", "true")

@@ -27,8 +27,9 @@ var fixtureNamespaces = []specs.LinuxNamespaceType{
 // get root, capabilities, seccomp unconfined or the host's namespaces past the shim (an attack on
 // the running stack found it). The ceiling is compose/world.yml's own settings: no capability in
 // any set, not root, no new privileges, a read-only root, a seccomp filter, every namespace of
-// its own, the engine's masked paths, no device, and no kernel setting but fixtureSysctls.
-func FixtureCeiling(s *specs.Spec) []Reason {
+// its own, the engine's masked paths, no device, no kernel setting but fixtureSysctls, and
+// the engine's cgroup for this container id (checkCgroupsPath, as a component's).
+func FixtureCeiling(id string, s *specs.Spec) []Reason {
 	if s.Process == nil {
 		return []Reason{{Field: "process", Want: "a process", Got: "none"}}
 	}
@@ -55,6 +56,7 @@ func FixtureCeiling(s *specs.Spec) []Reason {
 	if len(l.MaskedPaths) == 0 || len(l.ReadonlyPaths) == 0 { // --security-opt systempaths=unconfined
 		out = append(out, Reason{Field: "linux.maskedPaths", Want: "the engine's masked and read-only /proc and /sys paths", Got: "none"})
 	}
+	out = append(out, checkCgroupsPath(&comparison{facts: Facts{ID: id}}, "linux.cgroupsPath", "", l.CgroupsPath)...)
 	if len(l.Devices) > 0 {
 		out = append(out, Reason{Field: "linux.devices", Want: "none", Got: l.Devices[0].Path})
 	}

@@ -18,7 +18,8 @@ func worldLike() *specs.Spec {
 			Capabilities: &specs.LinuxCapabilities{}, Args: []string{"/sharness-world"}},
 		Root: &specs.Root{Path: "rootfs", Readonly: true},
 		Linux: &specs.Linux{
-			Seccomp: &specs.LinuxSeccomp{DefaultAction: specs.ActErrno},
+			CgroupsPath: "/docker/" + worldID,
+			Seccomp:     &specs.LinuxSeccomp{DefaultAction: specs.ActErrno},
 			Namespaces: []specs.LinuxNamespace{{Type: specs.MountNamespace}, {Type: specs.NetworkNamespace, Path: "/var/run/docker/netns/0123456789ab"},
 				{Type: specs.UTSNamespace}, {Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.CgroupNamespace}},
 			MaskedPaths:   []string{"/proc/kcore"},
@@ -28,10 +29,13 @@ func worldLike() *specs.Spec {
 	}
 }
 
+// worldID is the container id worldLike's spec is for.
+var worldID = strings.Repeat("a", 64)
+
 // TestFixtureCeiling: a fixture as compose/world.yml runs it passes; each widening an attacker's
 // compose file or docker run could ask for is refused naming its field.
 func TestFixtureCeiling(t *testing.T) {
-	if rs := FixtureCeiling(worldLike()); len(rs) > 0 {
+	if rs := FixtureCeiling(worldID, worldLike()); len(rs) > 0 {
 		t.Fatalf("the world as compose/world.yml runs it: %v", rs)
 	}
 	for _, tc := range []struct {
@@ -59,13 +63,15 @@ func TestFixtureCeiling(t *testing.T) {
 		{"no read-only paths", func(s *specs.Spec) { s.Linux.ReadonlyPaths = nil }, "linux.maskedPaths"},
 		{"a device", func(s *specs.Spec) { s.Linux.Devices = []specs.LinuxDevice{{Path: "/dev/fuse"}} }, "linux.devices"},
 		{"another sysctl", func(s *specs.Spec) { s.Linux.Sysctl["kernel.shm_rmid_forced"] = "1" }, "linux.sysctl[kernel.shm_rmid_forced]"},
+		{"another cgroup (--cgroup-parent)", func(s *specs.Spec) { s.Linux.CgroupsPath = "/" }, "linux.cgroupsPath"},
+		{"another container's cgroup", func(s *specs.Spec) { s.Linux.CgroupsPath = "/docker/" + strings.Repeat("d", 64) }, "linux.cgroupsPath"},
 		{"no process", func(s *specs.Spec) { s.Process = nil }, "process"},
 		{"no linux section", func(s *specs.Spec) { s.Linux = nil }, "linux"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := worldLike()
 			tc.edit(s)
-			rs := FixtureCeiling(s)
+			rs := FixtureCeiling(worldID, s)
 			found := false
 			for _, r := range rs {
 				if r.Field == tc.field || strings.HasPrefix(r.Field, tc.field+".") {
@@ -102,7 +108,8 @@ func TestFixtureCeilingAdmitsWhatDockerWrote(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rs := FixtureCeiling(s); len(rs) > 0 {
+		id := strings.TrimPrefix(s.Linux.CgroupsPath, "/docker/") // the id Docker ran it as
+		if rs := FixtureCeiling(id, s); len(rs) > 0 {
 			t.Errorf("%s as Docker wrote it: %v", name, rs)
 		}
 	}

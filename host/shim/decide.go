@@ -200,7 +200,7 @@ func checkUnmarked(cmd runc.Command, getenv func(string) string, h host, got *sp
 	}
 	out := CheckUnmarked(got, rec, records, fixture, fixtures, policy, hash)
 	if fixture != "" {
-		out = append(FixtureCeiling(got), out...)
+		out = append(FixtureCeiling(cmd.ID, got), out...)
 	}
 	out = append(out, unmarkedBinds(h, cmd.ID, got, fixture != "")...)
 	out = append(out, unmarkedNamespaces(h, got)...)

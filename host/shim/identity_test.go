@@ -285,7 +285,7 @@ func TestDecideBelonging(t *testing.T) {
 	}
 	fixtureSpec := worldLike() // within FixtureCeiling
 	fixtureSpec.Version, fixtureSpec.Process.Env = "1.0.2", []string{EnvFixture + "=world", EnvPolicy + "=" + policy}
-	fixtureSpec.Linux.Namespaces[1].Path = ""
+	fixtureSpec.Linux.Namespaces[1].Path, fixtureSpec.Linux.CgroupsPath = "", "" // runc's default cgroup
 	for _, tt := range []struct {
 		name  string
 		files map[string]string
