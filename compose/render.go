@@ -177,7 +177,7 @@ func service(m *pbp.Manifest, c *pbp.Component, opt Options, launcher *pbp.Compo
 	s.PidsLimit = c.MaxPIDs
 	s.MemLimit = types.UnitBytes(c.MaxMemory)
 	s.MemSwapLimit = types.UnitBytes(c.MaxMemory) // no swap beyond the memory limit
-	s.Ulimits = map[string]*types.UlimitsConfig{"core": {Single: 0, Soft: 0, Hard: 0}, "nofile": {Soft: 1024, Hard: 1024}}
+	s.Ulimits = map[string]*types.UlimitsConfig{"core": {Single: 0, Soft: 0, Hard: 0}, "nofile": {Soft: int(compile.Files(c)), Hard: int(compile.Files(c))}}
 	s.Hostname = c.Name
 	// A cgroup namespace of its own, as the OCI spec says, also where the engine's default is the
 	// host's (cgroup v1).

@@ -71,6 +71,9 @@ type holding struct {
 	// a file's folder; UDP the namespace's UDP sockets.
 	FDKinds map[string]int `json:"fd_kinds,omitempty"`
 	UDP     int            `json:"udp"`
+	// ListenDrops is the namespace's TcpExt ListenDrops: connection attempts dropped because a
+	// listener's accept queue was full (a caller's dial then times out).
+	ListenDrops int64 `json:"listen_drops"`
 }
 
 // containerID is the id of service's running container.
@@ -145,6 +148,7 @@ func tryHold(ctx context.Context, s *stack, service string) (holding, error) {
 		h.Pids, h.PidsLimit, h.PidsRefused = num("pids", "pids.current"), num("pids", "pids.max"), keyed("pids", "pids.events", "max")
 	}
 	h.TCP = tcpStates(pid)
+	h.ListenDrops = netstat(pid, "TcpExt", "ListenDrops")
 	procs, _ := os.ReadFile(filepath.Join(cmpPath(paths["pids"], paths[""]), "cgroup.procs"))
 	h.FDKinds = map[string]int{}
 	if b, err := os.ReadFile("/proc/" + pid + "/net/udp"); err == nil {
@@ -292,11 +296,15 @@ func (sm *sampler) finish() map[string]holding {
 type decisions struct {
 	Lines   map[string]map[string]int `json:"lines"`
 	NetRule map[string]int            `json:"net_by_caller_rule"`
+	// Denied counts the other components' refusals by component, action and reason
+	// ("llm/request/key_unavailable"): a refusal the load generator never saw is one the run's
+	// end cut, and the soak holds the count to what was in flight.
+	Denied map[string]int `json:"denied_by_reason"`
 }
 
 func countDecisions(t *testing.T, ctx context.Context) decisions {
 	t.Helper()
-	d := decisions{Lines: map[string]map[string]int{}, NetRule: map[string]int{}}
+	d := decisions{Lines: map[string]map[string]int{}, NetRule: map[string]int{}, Denied: map[string]int{}}
 	for _, c := range loadComponents {
 		data, err := os.ReadFile(filepath.Join(volumeDir(t, ctx, "audit-"+c), "audit.jsonl"))
 		if err != nil {
@@ -308,6 +316,7 @@ func countDecisions(t *testing.T, ctx context.Context) decisions {
 				Action   string            `json:"action"`
 				Decision string            `json:"decision"`
 				Caller   string            `json:"caller"`
+				Reason   string            `json:"reason"`
 				Fields   map[string]string `json:"fields"`
 			}
 			if json.Unmarshal(l, &rec) != nil || rec.Action == "" {
@@ -316,6 +325,8 @@ func countDecisions(t *testing.T, ctx context.Context) decisions {
 			d.Lines[c][rec.Action+"/"+rec.Decision]++
 			if c == "net" && rec.Action == "egress" {
 				d.NetRule[fmt.Sprintf("%s/%s", rec.Caller, cmpPath(rec.Fields["rule"], rec.Decision))]++
+			} else if rec.Decision == "deny" {
+				d.Denied[c+"/"+rec.Action+"/"+rec.Reason]++
 			}
 		}
 	}
@@ -328,4 +339,24 @@ func verifyRunning(t *testing.T, ctx context.Context, s *stack) (string, bool) {
 	t.Helper()
 	out, err := s.cli(ctx, "", "audit", "verify", "--json", "--project", project, "--allow-running")
 	return string(out), err == nil
+}
+
+// netstat is one counter of /proc/PID/net/netstat (its network namespace's): a line of names
+// under prefix, then a line of their values.
+func netstat(pid, prefix, name string) int64 {
+	b, _ := os.ReadFile("/proc/" + pid + "/net/netstat")
+	lines := strings.Split(string(b), "\n")
+	for i := 0; i+1 < len(lines); i++ {
+		names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(names) == 0 || names[0] != prefix+":" || len(values) != len(names) {
+			continue
+		}
+		for j, n := range names {
+			if n == name {
+				v, _ := strconv.ParseInt(values[j], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
 }

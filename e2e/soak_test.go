@@ -115,7 +115,7 @@ func TestSoak(t *testing.T) {
 	// What the agent saw: every answer explained.
 	for kind, st := range res.Load.Kinds {
 		if st.Outcomes[loadgen.Failed] > 0 {
-			problem("%s: %d of %d failed: %v", kind, st.Outcomes[loadgen.Failed], st.Ops, st.Errors)
+			problem("%s: %d of %d failed: %v (net's accept queues dropped %d connection attempts in the run)", kind, st.Outcomes[loadgen.Failed], st.Ops, st.Errors, res.Settled["net"].ListenDrops-res.Idle["net"].ListenDrops)
 		}
 		if st.Outcomes[loadgen.Open] > 0 {
 			problem("%s: %d requests the policy refuses went through (fail-open): %v", kind, st.Outcomes[loadgen.Open], st.Errors)
@@ -182,6 +182,27 @@ func TestSoak(t *testing.T) {
 	}
 	if got := int64(res.Decisions.NetRule["agent/conn-limit"]); got < capped+shed {
 		problem("net recorded %d conn-limit refusals for the agent; the agent saw %d answered and %d shed", got, capped, shed)
+	}
+	// Every other refusal in the record is one the agent saw, or one the run's end cut: a
+	// request in flight when the load stopped (at most one per worker of that kind, of the
+	// warm-up's and of the soak's), which the component refuses once its caller is gone.
+	for _, k := range []struct {
+		component, action, kind string
+		workers                 int
+	}{
+		{"llm", "request", loadgen.KindStream, warm.Streams + cfg.Streams},
+		{"kms", "unwrap", loadgen.KindStream, warm.Streams + cfg.Streams},
+		{"fs", "fs.write", loadgen.KindFS, warm.FSWriters + cfg.FSWriters},
+	} {
+		var saw int64
+		for _, r := range []*loadgen.Report{warmRep, res.Load} {
+			if st := r.Kinds[k.kind]; st != nil {
+				saw += st.Outcomes[loadgen.Policy]
+			}
+		}
+		if n := int64(res.Decisions.Lines[k.component][k.action+"/deny"]); n > saw+int64(k.workers) {
+			problem("%s refused %d %s requests, %d more than the agent saw refused and more than the %d in flight at the run's end: %v", k.component, n, k.action, n-saw, k.workers, res.Decisions.Denied)
+		}
 	}
 	// Per-caller fairness: the agent held its cap and was refused past it, while llm's streams
 	// and bash's sandboxes, each a caller of its own, kept their share: none refused at a cap.

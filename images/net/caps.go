@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+
+	"github.com/sharness-ai/sharness/images/net/relay"
 )
 
 // caps bounds the client connections net holds open, per caller and in all, so that one caller
@@ -93,11 +95,12 @@ func (c *caps) drop(caller string) {
 const fixedFiles = 32
 
 // files is the most file descriptors net holds at once under l: two per connection (the
-// caller's, and one upstream: a tunnel's, or a plain request's while it is forwarded), the
-// plain upstream connections kept idle, two per DNS lookup in flight (A and AAAA are asked at
-// once), the refusals being answered, and fixedFiles.
+// caller's, and one upstream: a tunnel's, or a plain request's while it is forwarded), a
+// tunnel's two pipes (relay.PipeFiles: its bytes move by splice(2)), the plain upstream
+// connections kept idle, two per DNS lookup in flight (A and AAAA are asked at once), the
+// refusals being answered, and fixedFiles.
 func (l limits) files() int {
-	return 2*l.conns + l.idlePool + 2*l.dns.MaxLookups + l.refusing + fixedFiles
+	return 2*l.conns + relay.PipeFiles*min(l.tunnels, l.conns) + l.idlePool + 2*l.dns.MaxLookups + l.refusing + fixedFiles
 }
 
 // setConns sets the caps from -conns and -conns-per-caller; "" keeps a default.

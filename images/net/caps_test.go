@@ -17,6 +17,7 @@ import (
 
 	"github.com/sharness-ai/sharness/images/net/egress"
 	"github.com/sharness-ai/sharness/internal/mtls"
+	"github.com/sharness-ai/sharness/policies/compile"
 	"github.com/sharness-ai/sharness/policies/pbp"
 )
 
@@ -78,11 +79,15 @@ func TestCaps(t *testing.T) {
 	}
 }
 
-// TestFileBudget: the caps must fit net's file limit (two descriptors per connection and the
-// rest limits.files counts); the defaults fit the 1024 every component gets (policies/compile).
+// TestFileBudget: the caps must fit net's file limit (two descriptors per connection, four more
+// per tunnel for its pipes, and the rest limits.files counts); the defaults fit the limit the
+// compiled spec gives net (policies/compile Files).
 func TestFileBudget(t *testing.T) {
-	if got := defaultLimits.files(); got != 960 {
-		t.Fatalf("the defaults hold up to %d descriptors; want 960, as defaultLimits says", got)
+	if got := defaultLimits.files(); got != 2016 {
+		t.Fatalf("the defaults hold up to %d descriptors; want 2016, as defaultLimits says", got)
+	}
+	if compiled := compile.Files(&pbp.Component{Kind: pbp.KindNet}); uint64(defaultLimits.files()) > compiled {
+		t.Fatalf("the defaults hold up to %d descriptors, over the %d the compiled spec gives net", defaultLimits.files(), compiled)
 	}
 	for _, tc := range []struct {
 		name      string
@@ -91,10 +96,12 @@ func TestFileBudget(t *testing.T) {
 		nofile    uint64
 		wantWords []string
 	}{
-		{"defaults in 1024", 384, 128, 1024, nil},
-		{"defaults in exactly their budget", 384, 128, 960, nil},
-		{"defaults one short", 384, 128, 959, []string{"384 connections", "up to 960 file descriptors", "RLIMIT_NOFILE) of 959"}},
-		{"too many for 1024", 500, 128, 1024, []string{"500 connections", "up to 1192 file descriptors", "RLIMIT_NOFILE) of 1024"}},
+		{"defaults in 2048", 384, 128, 2048, nil},
+		{"defaults in exactly their budget", 384, 128, 2016, nil},
+		{"defaults one short", 384, 128, 2015, []string{"384 connections", "up to 2016 file descriptors", "RLIMIT_NOFILE) of 2015"}},
+		{"defaults in the 1024 of another component", 384, 128, 1024, []string{"up to 2016 file descriptors", "RLIMIT_NOFILE) of 1024"}},
+		{"too many for 2048", 500, 128, 2048, []string{"500 connections", "up to 2248 file descriptors", "RLIMIT_NOFILE) of 2048"}},
+		{"fewer connections than tunnels: pipes for as many tunnels as connections", 100, 100, 824, nil},
 		{"per caller over all", 100, 101, 1024, []string{"100 in all and 101 per caller"}},
 		{"none in all", 0, 0, 1024, []string{"at least 1"}},
 		{"none per caller", 10, 0, 1024, []string{"at least 1"}},

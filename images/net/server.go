@@ -41,15 +41,22 @@ type limits struct {
 	maxBody        int64         // forwarded request body, bytes
 }
 
+// refuseLinger bounds how long a refusal at the caps holds its answering slot. A caller that
+// reads the answer and closes ends it sooner; under a flood the callers are slow to: the soak
+// (docs/load.md) answered 24 % of its refusals at the caps with 32 slots lingering up to a
+// second, 53 % with 64 slots (lim.refusing) at 250 ms.
+const refuseLinger = 250 * time.Millisecond
+
 // defaultLimits: the per-caller rate is a flood brake, not a throttle: a package install makes
 // hundreds of requests a second, and a benchmark at 50/s showed it capping real work (hack/bench).
-// The connection caps fit the file limit every component gets (1024, policies/compile): 384
-// connections hold up to 768 descriptors, and limits.files counts the rest (960 in all); a
-// caller may hold a third of them, so a flood from one leaves the others two thirds.
+// The connection caps fit net's file limit (2048, policies/compile Files): 384 connections hold
+// up to 768 descriptors, the 256 tunnels among them 1,024 more for their pipes, and
+// limits.files counts the rest (2,016 in all); a caller may hold a third of the connections, so
+// a flood from one leaves the others two thirds.
 var defaultLimits = limits{
 	Limits: relay.Limits{Header: 10 * time.Second, KeepAlive: 90 * time.Second, Idle: 5 * time.Minute,
 		Lifetime: 2 * time.Hour, MaxHeader: 16 << 10},
-	conns: 384, connsPerCaller: 128, tunnels: 256, idlePool: 64, refusing: 32, dns: resolve.DefaultLimits,
+	conns: 384, connsPerCaller: 128, tunnels: 256, idlePool: 64, refusing: 64, dns: resolve.DefaultLimits,
 	brake: relay.Brake{Rate: 2000, Burst: 4000}, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
 }
 
@@ -129,7 +136,7 @@ func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, calle
 		return
 	}
 	defer func() { s.caps.give(caller) }() // after the close below: the descriptor is free then
-	defer func() { relay.Linger(c); c.Close() }()
+	defer func() { relay.Linger(c, time.Second); c.Close() }()
 	if secure {
 		tc := tls.Server(raw, tlsConf)
 		raw.SetDeadline(time.Now().Add(s.lim.Header))
@@ -230,9 +237,10 @@ func (s *server) refuse(c net.Conn, r *record, d egress.Decision) {
 }
 
 // refuseConn refuses a connection over the caps (egress.RuleConnLimit), answered when answer
-// (not before an mTLS handshake, which speaks no HTTP yet). Answering lingers for a moment, so
-// at most lim.refusing refusals are answered at once; the others are closed at once, and
-// logged all the same.
+// (not before an mTLS handshake, which speaks no HTTP yet). Answering lingers for up to
+// refuseLinger (what the caller sent before the answer is read meanwhile, so the close is a
+// FIN, not a reset that could destroy the answer), so at most lim.refusing refusals are
+// answered at once; the others are closed at once, and logged all the same.
 func (s *server) refuseConn(c net.Conn, caller string, answer bool, why string) {
 	rec := &record{caller: caller, start: time.Now(), d: egress.Deny(egress.RuleConnLimit, why)}
 	select {
@@ -240,7 +248,7 @@ func (s *server) refuseConn(c net.Conn, caller string, answer bool, why string) 
 		if answer {
 			s.refuse(c, rec, rec.d)
 		}
-		relay.Linger(c)
+		relay.Linger(c, refuseLinger)
 		<-s.refusing
 	default:
 	}

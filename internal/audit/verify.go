@@ -200,7 +200,7 @@ func (c *chain) feed(b []byte) {
 	case "start":
 		c.rep.Starts++
 		if want.SessionCA = cmp.Or(want.SessionCA, r.SessionCA); r.SessionCA != want.SessionCA {
-			c.fail(n, "session CA %s, want %s: a log of another session", r.SessionCA, want.SessionCA)
+			c.fail(n, "session CA %s, want %s: a log of another session (a launcher started again under running components begins a new session they are not in: take the stack down and up for a record that verifies)", r.SessionCA, want.SessionCA)
 		}
 		if n > 1 && !wasFinal {
 			c.note(n, "restart after line %d without a shutdown checkpoint (the previous process did not close the log)", n-1)

@@ -128,11 +128,21 @@ func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 			OOMScoreAdj: new(int),
 			Rlimits: []specs.POSIXRlimit{
 				{Type: "RLIMIT_CORE", Hard: 0, Soft: 0}, // no core files: they would hold memory
-				{Type: "RLIMIT_NOFILE", Hard: 1024, Soft: 1024},
+				{Type: "RLIMIT_NOFILE", Hard: Files(c), Soft: Files(c)},
 			},
 		}
 		return nil
 	}
+}
+
+// Files is c's file limit (RLIMIT_NOFILE): 1024, and 2048 for net, whose tunnels each hold two
+// sockets and two pipes (images/net limits.files counts what its caps let it hold, and net
+// refuses to start over its limit).
+func Files(c *pbp.Component) uint64 {
+	if c.Kind == pbp.KindNet {
+		return 2048
+	}
+	return 1024
 }
 
 // EdgeEnv is where a component finds the bash and fs it has edges to (SHARNESS_AI_BASH_MCP,

@@ -148,11 +148,11 @@ func Reply(c net.Conn, timeout time.Duration, status int, key, value, body strin
 	return err
 }
 
-// Linger half-closes c and reads what the peer still sends for a moment, so that a reply sent
+// Linger half-closes c and reads what the peer still sends for up to d, so that a reply sent
 // while the peer was still writing is not destroyed by a TCP reset (net/http does the same).
-func Linger(c net.Conn) {
+func Linger(c net.Conn, d time.Duration) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		c.SetReadDeadline(time.Now().Add(time.Second))
+		c.SetReadDeadline(time.Now().Add(d))
 		io.Copy(io.Discard, io.LimitReader(c, 256<<10))
 	}
 }

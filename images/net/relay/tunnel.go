@@ -170,12 +170,12 @@ func lastData(c net.Conn) (time.Duration, bool) {
 }
 
 // pipe copies src to dst; at src's end it half-closes dst, on an error it closes both. With
-// kernel set, both are TCP sockets and io.Copy splices.
+// kernel set, both are TCP sockets and the bytes move by splice(2) (kernelCopy).
 func pipe(dst, src net.Conn, last *atomic.Int64, kernel bool) int64 {
 	var n int64
 	var err error
 	if kernel {
-		n, err = io.Copy(dst, src)
+		n, err = kernelCopy(dst.(*net.TCPConn), src.(*net.TCPConn))
 	} else {
 		buf := bufPool.Get().(*[]byte)
 		n, err = io.CopyBuffer(writerOnly{dst}, activity{src, last}, *buf)
