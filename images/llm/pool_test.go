@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sharness-ai/sharness/images/llm/messages"
 )
@@ -132,5 +135,65 @@ func TestBodyIsSentWithItsLength(t *testing.T) {
 		if !got[b] {
 			t.Errorf("request %d did not reach the upstream as sent", i)
 		}
+	}
+}
+
+// TestBodyBudget: the request bodies llm holds at once are bounded (bodyBudget, by their declared
+// length): callers that declare large bodies and then hold them unfinished fill it, and the
+// next request is answered 503 overloaded_error after bodyWait instead of taking more memory
+// (twelve such bodies of 32 MiB OOM-killed llm on the running stack); once one is let go, the
+// next is served again.
+func TestBodyBudget(t *testing.T) {
+	rules, err := messages.Compile(llmPolicy(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("content-type", "application/json")
+		io.WriteString(w, `{"type":"message","usage":{"input_tokens":1,"output_tokens":1}}`)
+	}))
+	defer up.Close()
+	base, _ := url.Parse(up.URL)
+	s := newServer(rules, &fakeFilter{}, &fakeKMS{}, to{base}, discard())
+	s.bodyWait = 200 * time.Millisecond
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	// Two holders of 24 MiB each: the budget, declared, and nothing of it sent but a byte.
+	var holders []net.Conn
+	for i := 0; i < 2; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/messages HTTP/1.1\r\nHost: llm\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", bodyBudget/2)
+		holders = append(holders, c)
+	}
+	small := func() *http.Response {
+		resp, err := http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(req("")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var resp *http.Response
+	for resp = small(); resp.StatusCode == http.StatusOK && time.Now().Before(deadline); resp = small() {
+		time.Sleep(20 * time.Millisecond) // the holders' requests not read yet
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("x-sharness-deny") != string(messages.ReasonBusy) {
+		t.Fatalf("with the budget held: %s %q; want 503 %s", resp.Status, resp.Header.Get("x-sharness-deny"), messages.ReasonBusy)
+	}
+	holders[0].Close()
+	deadline = time.Now().Add(5 * time.Second)
+	for resp = small(); resp.StatusCode != http.StatusOK && time.Now().Before(deadline); resp = small() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after a holder let go: %s %q; want 200", resp.Status, resp.Header.Get("x-sharness-deny"))
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/sharness-ai/sharness/images/llm/messages"
 	"github.com/sharness-ai/sharness/internal/audit"
 )
@@ -23,6 +25,17 @@ import (
 const (
 	maxBody     = 32 << 20 // request bodies: long agent sessions carry whole files
 	maxResponse = 64 << 20 // non-streaming responses, read whole for their usage
+	// bodyBudget bounds the request bodies llm holds at once, in bytes declared: twelve bodies
+	// of 32 MiB sent at once (all but their last byte, then held) took llm past its memory
+	// limit (256 MiB) and the kernel killed it for the session (issue 22's attack on the
+	// running stack). A body and what checking it costs fit several times in the limit.
+	bodyBudget = 48 << 20
+	// bodyWait is how long a request waits for room in the budget before llm answers 503
+	// overloaded_error (a 5xx, which the SDKs and Claude Code retry by themselves).
+	bodyWait = 10 * time.Second
+	// bodyDeadline bounds the reading of one body: a caller that sends slowly holds its part
+	// of the budget no longer than this.
+	bodyDeadline = time.Minute
 )
 
 // KeySource opens the API key by its secret name; *kms.Client is one.
@@ -45,13 +58,15 @@ type server struct {
 	upstream *url.URL
 	client   *http.Client
 	log      *slog.Logger
-	audit    *audit.Writer // the record; nil in tests that do not read it
-	caller   string        // the components on llm's edges: the network is the identity
-	spent    atomic.Int64  // session tokens used so far
+	audit    *audit.Writer       // the record; nil in tests that do not read it
+	caller   string              // the components on llm's edges: the network is the identity
+	spent    atomic.Int64        // session tokens used so far
+	bodies   *semaphore.Weighted // bodyBudget: the request bodies held at once
+	bodyWait time.Duration       // bodyWait; shorter in tests
 }
 
 func newServer(rules *messages.Rules, f secretFilter, src KeySource, rt http.RoundTripper, log *slog.Logger) *server {
-	s := &server{rules: rules, filter: f, upstream: rules.Upstream(), log: log,
+	s := &server{rules: rules, filter: f, upstream: rules.Upstream(), log: log, bodies: semaphore.NewWeighted(bodyBudget), bodyWait: bodyWait,
 		// No client timeout: a stream lasts as long as the model writes; the agent's
 		// cancellation (the request context) ends it.
 		client: &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -120,6 +135,21 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, ep messages.Endpoint) {
+	// Room for the body before a byte of it is read: its declared length, or the most a body
+	// may be when it declares none (chunked).
+	weight := int64(maxBody)
+	if n := r.ContentLength; n >= 0 && n < maxBody {
+		weight = n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.bodyWait)
+	err := s.bodies.Acquire(ctx, weight)
+	cancel()
+	if err != nil {
+		s.refuse(w, rec, messages.ReasonBusy, "")
+		return
+	}
+	defer s.bodies.Release(weight)
+	http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyDeadline))
 	body, buf, err := readBody(w, r)
 	up := &upBody{}
 	defer func() {

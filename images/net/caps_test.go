@@ -83,8 +83,8 @@ func TestCaps(t *testing.T) {
 // per tunnel for its pipes, and the rest limits.files counts); the defaults fit the limit the
 // compiled spec gives net (policies/compile Files).
 func TestFileBudget(t *testing.T) {
-	if got := defaultLimits.files(); got != 2016 {
-		t.Fatalf("the defaults hold up to %d descriptors; want 2016, as defaultLimits says", got)
+	if got := defaultLimits.files(); got != 2528 {
+		t.Fatalf("the defaults hold up to %d descriptors; want 2528, as defaultLimits says", got)
 	}
 	if compiled := compile.Files(&pbp.Component{Kind: pbp.KindNet}); uint64(defaultLimits.files()) > compiled {
 		t.Fatalf("the defaults hold up to %d descriptors, over the %d the compiled spec gives net", defaultLimits.files(), compiled)
@@ -96,11 +96,11 @@ func TestFileBudget(t *testing.T) {
 		nofile    uint64
 		wantWords []string
 	}{
-		{"defaults in 2048", 384, 128, 2048, nil},
-		{"defaults in exactly their budget", 384, 128, 2016, nil},
-		{"defaults one short", 384, 128, 2015, []string{"384 connections", "up to 2016 file descriptors", "RLIMIT_NOFILE) of 2015"}},
-		{"defaults in the 1024 of another component", 384, 128, 1024, []string{"up to 2016 file descriptors", "RLIMIT_NOFILE) of 1024"}},
-		{"too many for 2048", 500, 128, 2048, []string{"500 connections", "up to 2248 file descriptors", "RLIMIT_NOFILE) of 2048"}},
+		{"defaults in 4096", 384, 128, 4096, nil},
+		{"defaults in exactly their budget", 384, 128, 2528, nil},
+		{"defaults one short", 384, 128, 2527, []string{"384 connections", "up to 2528 file descriptors", "RLIMIT_NOFILE) of 2527"}},
+		{"defaults in the 1024 of another component", 384, 128, 1024, []string{"up to 2528 file descriptors", "RLIMIT_NOFILE) of 1024"}},
+		{"too many for 4096", 1200, 128, 4096, []string{"1200 connections", "up to 4160 file descriptors", "RLIMIT_NOFILE) of 4096"}},
 		{"fewer connections than tunnels: pipes for as many tunnels as connections", 100, 100, 824, nil},
 		{"per caller over all", 100, 101, 1024, []string{"100 in all and 101 per caller"}},
 		{"none in all", 0, 0, 1024, []string{"at least 1"}},
@@ -340,31 +340,101 @@ func TestConnLimitUnanswered(t *testing.T) {
 	}
 }
 
-// TestConnLimitMTLS: on the mTLS listener a connection is named by its SVID after the
-// handshake; a caller at its cap is then refused over TLS (503 conn-limit), another is not.
+// TestConnLimitMTLS: on the mTLS listener a connection counts as the caller of the edge it came
+// from until its handshake, and as its SVID's after: a caller at its cap is refused before the
+// handshake (logged, unanswered: no HTTP is spoken yet), and a connection named after its
+// handshake as a caller at its cap is refused over TLS (503 conn-limit); the other caller is not.
 func TestConnLimitMTLS(t *testing.T) {
-	h := newHarness(t, withLimits(func(l *limits) { l.conns, l.connsPerCaller = 10, 1 }))
-	tlsConf := &tls.Config{Certificates: []tls.Certificate{h.ca.issue(t, "127.0.0.1")},
-		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: h.ca.pool, MinVersion: tls.VersionTLS13}
-	h.start(t, tlsConf, peerCaller(fixture(t)))
-	get := func(id string) (*http.Response, string, net.Conn) {
-		c, err := tls.Dial("tcp", h.mtlsAddr, &tls.Config{RootCAs: h.ca.pool, Certificates: []tls.Certificate{h.ca.issue(t, id)}})
+	h := mtlsCapsHarness(t, 2)
+	for i := 0; i < 2; i++ {
+		resp, body, _ := h.getMTLS(t, "127.0.0.1", "spiffe://sharness.test/agent")
+		wantOK(t, "agent's connection", resp, body)
+	}
+	if _, err := h.dialMTLS(t, "127.0.0.1", "spiffe://sharness.test/agent"); err == nil {
+		t.Fatal("agent's third connection: the handshake went through; want it refused before, at the agent's cap")
+	}
+	if d := h.log.waitDecision(t, "conn-limit"); d["caller"] != "agent" {
+		t.Errorf("decision line %v; want caller agent", d)
+	}
+	// From llm's edge with the agent's SVID: held as llm's until the handshake, then the
+	// agent's, which is at its cap: refused over TLS.
+	resp, body, c := h.getMTLS(t, "127.0.0.2", "spiffe://sharness.test/agent")
+	wantConnLimit(t, "the agent's SVID from llm's edge", resp, body, c, "the caller holds its maximum of 2 open connections; retry later")
+	if resp, _, _ := h.getMTLS(t, "127.0.0.2", "spiffe://sharness.test/llm"); resp.Header.Get("X-Sharness-Deny") == "conn-limit" {
+		t.Fatalf("llm, agent at its cap: %s conn-limit; want past the caps", resp.Status)
+	}
+}
+
+// TestConnLimitMTLSHandshakes: connections to the mTLS port that never send a handshake count
+// against the caller of the edge they came from. Counted as one unnamed caller by all, the
+// agent (whose Landlock rules let it connect to the port) held the unnamed callers' cap with
+// them and llm's next connection was refused before its handshake, so llm could not reach the
+// model API (an attack on the running stack, issue 22).
+func TestConnLimitMTLSHandshakes(t *testing.T) {
+	const per = 4
+	h := mtlsCapsHarness(t, per)
+	for i := 0; i < per+2; i++ { // the agent at its cap, and past it
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.1")}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", h.mtlsAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for h.s.caps.held() < per && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := h.s.caps.held(); got != per {
+		t.Fatalf("net holds %d connections; want the agent's %d silent ones", got, per)
+	}
+	resp, body, _ := h.getMTLS(t, "127.0.0.2", "spiffe://sharness.test/llm")
+	wantOK(t, "llm while the agent holds silent connections to the mTLS port", resp, body)
+}
+
+// mtlsCapsHarness is a harness whose mTLS listener has per connections per caller, where
+// 127.0.0.2 is llm's edge and every other address the agent's.
+func mtlsCapsHarness(t *testing.T, per int) *harness {
+	h := newHarness(t, withLimits(func(l *limits) { l.conns, l.connsPerCaller = 10, per }))
+	rules, err := egress.Compile(&pbp.NetRules{Callers: &[]pbp.CallerRule{
+		{Caller: "agent", Ports: []int{h.plainPort}, Hosts: []string{"allowed.test"}},
+		{Caller: "llm", Ports: []int{h.plainPort}, Hosts: []string{"allowed.test"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s.rules = rules
+	h.s.edge = func(a netip.Addr) (string, bool) {
+		if a == netip.MustParseAddr("127.0.0.2") {
+			return "llm", true
+		}
+		return "agent", true
+	}
+	tlsConf := &tls.Config{Certificates: []tls.Certificate{h.ca.issue(t, "127.0.0.1")},
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: h.ca.pool, MinVersion: tls.VersionTLS13}
+	h.start(t, tlsConf, peerCaller(fixture(t)))
+	return h
+}
+
+// dialMTLS makes an mTLS connection to net from src with an SVID of id.
+func (h *harness) dialMTLS(t *testing.T, src, id string) (*tls.Conn, error) {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 10 * time.Second}
+	c, err := tls.DialWithDialer(d, "tcp", h.mtlsAddr, &tls.Config{RootCAs: h.ca.pool, Certificates: []tls.Certificate{h.ca.issue(t, id)}})
+	if err == nil {
+		t.Cleanup(func() { c.Close() })
+		// TLS 1.3: a refusal before the handshake shows on the first read at the latest.
 		c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "GET http://allowed.test:%d/ HTTP/1.1\r\nHost: a\r\n\r\n", h.plainPort)
-		return readResponse(t, c, false)
 	}
-	resp, body, _ := get("spiffe://sharness.test/agent")
-	wantOK(t, "agent's first connection", resp, body)
-	resp, body, c := get("spiffe://sharness.test/agent")
-	wantConnLimit(t, "agent's second connection", resp, body, c, "the caller holds its maximum of 1 open connections; retry later")
-	if d := h.log.waitDecision(t, "conn-limit"); d["caller"] != "agent" {
-		t.Errorf("decision line %v; want caller agent", d)
+	return c, err
+}
+
+// getMTLS sends one plain request over an mTLS connection from src and reads the answer.
+func (h *harness) getMTLS(t *testing.T, src, id string) (*http.Response, string, net.Conn) {
+	t.Helper()
+	c, err := h.dialMTLS(t, src, id)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if resp, _, _ := get("spiffe://sharness.test/llm"); resp.Header.Get("X-Sharness-Deny") == "conn-limit" {
-		t.Fatalf("llm, agent at its cap: %s conn-limit; want past the caps", resp.Status)
-	}
+	fmt.Fprintf(c, "GET http://allowed.test:%d/ HTTP/1.1\r\nHost: a\r\n\r\n", h.plainPort)
+	return readResponse(t, c, false)
 }

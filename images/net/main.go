@@ -15,7 +15,7 @@
 //
 // Its own limits hold one caller from starving the others: a flood brake per caller
 // (-rate-per-caller, 429), and caps on the client connections open per caller and in all
-// (-conns-per-caller, -conns; 503 conn-limit), tunnels among them (256, 503 tunnel-limit). Net
+// (-conns-per-caller, -conns; 503 conn-limit), tunnels among them (as many, 503 tunnel-limit). Net
 // refuses to start when what the caps let it hold does not fit its file limit (limits.fit).
 //
 // What it does not guarantee: that an allowed host cannot carry data out (see
@@ -112,6 +112,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)
+	}
+	if n := len(c.AcceptFrom); n*lim.connsPerCaller > lim.conns {
+		// Each caller keeps its share only while the callers' caps together fit the total.
+		log.Warn("per-caller shares not guaranteed: the callers' caps together exceed the connections in all; one caller may be refused while others hold theirs",
+			"callers", n, "conns_per_caller", lim.connsPerCaller, "conns", lim.conns)
 	}
 	var tlsConf *tls.Config
 	var record *audit.Writer

@@ -49,14 +49,16 @@ const refuseLinger = 250 * time.Millisecond
 
 // defaultLimits: the per-caller rate is a flood brake, not a throttle: a package install makes
 // hundreds of requests a second, and a benchmark at 50/s showed it capping real work (hack/bench).
-// The connection caps fit net's file limit (2048, policies/compile Files): 384 connections hold
-// up to 768 descriptors, the 256 tunnels among them 1,024 more for their pipes, and
-// limits.files counts the rest (2,016 in all); a caller may hold a third of the connections, so
-// a flood from one leaves the others two thirds.
+// The connection caps fit net's file limit (4096, policies/compile Files): 384 connections hold
+// up to 768 descriptors, and as tunnels 1,536 more for their pipes; limits.files counts the rest
+// (2,528 in all). A caller may hold a third of the connections: the default policy has three
+// callers (the agent, llm, bash), so each keeps its share whatever the other two hold. Every
+// connection may be a tunnel: with 256 tunnel slots the agent's 128 and its bash sandboxes' 128
+// took them all, and llm got tunnel-limit (issue 22's attack on the running stack).
 var defaultLimits = limits{
 	Limits: relay.Limits{Header: 10 * time.Second, KeepAlive: 90 * time.Second, Idle: 5 * time.Minute,
 		Lifetime: 2 * time.Hour, MaxHeader: 16 << 10},
-	conns: 384, connsPerCaller: 128, tunnels: 256, idlePool: 64, refusing: 64, dns: resolve.DefaultLimits,
+	conns: 384, connsPerCaller: 128, tunnels: 384, idlePool: 64, refusing: 64, dns: resolve.DefaultLimits,
 	brake: relay.Brake{Rate: 2000, Burst: 4000}, dialTimeout: 10 * time.Second, grace: 8 * time.Second, maxBody: 64 << 20,
 }
 
@@ -128,10 +130,18 @@ func (s *server) run(ctx context.Context, plain, secure net.Listener, tlsConf *t
 // its requests.
 func (s *server) serveConn(raw net.Conn, secure bool, tlsConf *tls.Config, callerOf callerFunc) {
 	c, caller, known := raw, "", false
-	if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil && !secure {
+	if ap, err := netip.ParseAddrPort(raw.RemoteAddr().String()); err == nil {
 		caller, known = s.edge(ap.Addr().Unmap())
 	}
-	if why := s.caps.take(caller); why != "" { // an mTLS connection counts as unnamed ("") until its handshake
+	// An mTLS connection is known only by its handshake, but until then it counts as the
+	// caller of the edge network it came from (or as unnamed, "", from none): counted as ""
+	// by all, the agent, which may connect to the mTLS port, filled the unnamed callers' cap
+	// with connections that never sent a handshake, and llm's next connection was refused
+	// before its own (an attack on the running stack, TestConnLimitMTLSHandshakes).
+	if secure {
+		known = false
+	}
+	if why := s.caps.take(caller); why != "" {
 		s.refuseConn(c, caller, !secure, why)
 		return
 	}

@@ -135,12 +135,12 @@ func withProcess(m *pbp.Manifest, c *pbp.Component) SpecOpt {
 	}
 }
 
-// Files is c's file limit (RLIMIT_NOFILE): 1024, and 2048 for net, whose tunnels each hold two
+// Files is c's file limit (RLIMIT_NOFILE): 1024, and 4096 for net, whose tunnels each hold two
 // sockets and two pipes (images/net limits.files counts what its caps let it hold, and net
 // refuses to start over its limit).
 func Files(c *pbp.Component) uint64 {
 	if c.Kind == pbp.KindNet {
-		return 2048
+		return 4096
 	}
 	return 1024
 }

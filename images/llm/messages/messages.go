@@ -133,6 +133,7 @@ const (
 	ReasonKey            Reason = "key_unavailable"      // kms could not give the key
 	ReasonUpstream       Reason = "upstream_unreachable" // the provider could not be reached
 	ReasonAudit          Reason = "audit_unavailable"    // llm's audit log takes no more lines (a full or read-only volume)
+	ReasonBusy           Reason = "overloaded"           // the request bodies llm holds at once are at their budget
 )
 
 // Refusal is a request llm will not forward, with what the agent is told. Its Message must
@@ -176,6 +177,7 @@ var refusals = map[Reason]struct {
 	ReasonKey:            {http.StatusServiceUnavailable, "api_error", "the API key is unavailable"},
 	ReasonUpstream:       {http.StatusBadGateway, "api_error", "the model API could not be reached"},
 	ReasonAudit:          {http.StatusServiceUnavailable, "api_error", "llm cannot write its audit log, so it forwards nothing"},
+	ReasonBusy:           {http.StatusServiceUnavailable, "overloaded_error", "llm holds as many request bodies as its memory allows; retry shortly"},
 }
 
 // policyHint is what to do about a policy decision: the policy is the person's, fixed by its

@@ -16,9 +16,9 @@ const PipeFiles = 4
 // spliceChunk is the most one splice(2) moves into the pipe, and the size each pipe asks for
 // (F_SETPIPE_SZ; Go's own splice asks for 1 MiB). hack/bench-net.sh's plain-bytes figure cost
 // net 1.41× the stdlib proxy's CPU per MB with the kernel's default 64 KiB pipes and 1.16× at
-// 256 KiB, the throughput the same. The bound on memory: 256 tunnels' 512 pipes hold at most
-// 128 MiB, and the kernel gives one user's pipes past pipe-user-pages-soft (64 MiB by
-// default) two pages each, which still work, at more calls per byte.
+// 256 KiB, the throughput the same. The bound on memory: the kernel gives one user's pipes
+// past pipe-user-pages-soft (64 MiB by default) two pages each, which still work, at more calls
+// per byte; so 384 tunnels' 768 pipes hold about 64 MiB at most.
 const spliceChunk = 256 << 10
 
 // kernelCopy moves src's bytes to dst by splice(2) through a pipe of its own, closed when it
