@@ -197,3 +197,39 @@ func TestBodyBudget(t *testing.T) {
 		t.Fatalf("after a holder let go: %s %q; want 200", resp.Status, resp.Header.Get("x-sharness-deny"))
 	}
 }
+
+// TestBodyDeadlineIsTheBodys: the read deadline set for a request's body (bodyDeadline) does
+// not bound the answer: a stream that outlasts it goes on to its end. (Measured with Go 1.26
+// over HTTP/1.1: the deadline left set on the connection did not cancel the request either;
+// llm clears it all the same.)
+func TestBodyDeadlineIsTheBodys(t *testing.T) {
+	rules, err := messages.Compile(llmPolicy(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 6
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("content-type", "text/event-stream")
+		for i := 0; i < events; i++ {
+			io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+	}))
+	defer up.Close()
+	base, _ := url.Parse(up.URL)
+	s := newServer(rules, &fakeFilter{}, &fakeKMS{}, to{base}, discard())
+	s.bodyRead = 150 * time.Millisecond // the stream lasts 600 ms
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(req(`,"stream":true`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if n := strings.Count(string(got), "event: ping"); n != events {
+		t.Fatalf("the stream carried %d of %d events (%s); want all: the body's deadline cut it", n, events, resp.Status)
+	}
+}

@@ -63,10 +63,11 @@ type server struct {
 	spent    atomic.Int64        // session tokens used so far
 	bodies   *semaphore.Weighted // bodyBudget: the request bodies held at once
 	bodyWait time.Duration       // bodyWait; shorter in tests
+	bodyRead time.Duration       // bodyDeadline; shorter in tests
 }
 
 func newServer(rules *messages.Rules, f secretFilter, src KeySource, rt http.RoundTripper, log *slog.Logger) *server {
-	s := &server{rules: rules, filter: f, upstream: rules.Upstream(), log: log, bodies: semaphore.NewWeighted(bodyBudget), bodyWait: bodyWait,
+	s := &server{rules: rules, filter: f, upstream: rules.Upstream(), log: log, bodies: semaphore.NewWeighted(bodyBudget), bodyWait: bodyWait, bodyRead: bodyDeadline,
 		// No client timeout: a stream lasts as long as the model writes; the agent's
 		// cancellation (the request context) ends it.
 		client: &http.Client{Transport: rt, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
@@ -149,8 +150,12 @@ func (s *server) messages(w http.ResponseWriter, r *http.Request, rec *record, e
 		return
 	}
 	defer s.bodies.Release(weight)
-	http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyDeadline))
+	// The deadline is the body's alone: cleared once it is read, so that nothing of it is left
+	// on the connection while a long answer streams.
+	rc := http.NewResponseController(w)
+	rc.SetReadDeadline(time.Now().Add(s.bodyRead))
 	body, buf, err := readBody(w, r)
+	rc.SetReadDeadline(time.Time{})
 	up := &upBody{}
 	defer func() {
 		// The buffer is reused only once the transport has closed the body it sent from it
