@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // auditDisk is an audit volume on a disk of its own: a fresh ext4 filesystem in a sparse file
@@ -96,13 +98,32 @@ func (d *auditDisk) fill(t *testing.T) {
 		}
 	}
 	f.Sync()
+	syncDisk(t, d.dir)
 }
 
-// free removes what fill took.
+// free removes what fill took, and commits the removal to the disk's journal at once: a failed
+// disk (fail) aborts the journal, and a removal not yet committed (ext4 commits every 5 s) comes
+// back with the repair, full again. On the current engine the launcher's disk-read-only
+// subtest followed its volume-full within that time, and the launcher, repaired onto a full
+// disk, could not write its session record.
 func (d *auditDisk) free(t *testing.T) {
 	t.Helper()
 	if err := os.Remove(filepath.Join(d.dir, "fill")); err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
+	}
+	syncDisk(t, d.dir)
+}
+
+// syncDisk commits everything written on the filesystem holding dir (syncfs(2)).
+func syncDisk(t *testing.T, dir string) {
+	t.Helper()
+	f, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		t.Fatalf("syncfs %s: %v", dir, err)
 	}
 }
 

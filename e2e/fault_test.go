@@ -317,7 +317,7 @@ func (f *faults) run(t *testing.T, tg target, fault string) {
 	}
 	row.During, row.DuringMS = during.Outcome, during.MS
 	if row.Served > 0 {
-		row.During = fmt.Sprintf("%d served (their lines in the log's last block), then %s", row.Served, row.During)
+		row.During = fmt.Sprintf("%d served (recorded in the log's last block, or the one whose line failed), then %s", row.Served, row.During)
 	}
 	if during.Error != "" {
 		row.During += ": " + clipTo(during.Error, 240)
