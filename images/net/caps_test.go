@@ -158,6 +158,14 @@ func TestRunChecksConnCaps(t *testing.T) {
 // 127.0.0.1, other from 127.0.0.2, both allowed the plain server on allowed.test.
 func twoCallers(t *testing.T, all, per int) *harness {
 	t.Helper()
+	h := twoCallersUnstarted(t, all, per, "other")
+	h.start(t, nil, nil)
+	return h
+}
+
+// twoCallersUnstarted is twoCallers' harness, the second caller named other, not started yet.
+func twoCallersUnstarted(t *testing.T, all, per int, other string) *harness {
+	t.Helper()
 	if ln, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
 		t.Skipf("no second loopback address here: %v", err)
 	} else {
@@ -166,18 +174,17 @@ func twoCallers(t *testing.T, all, per int) *harness {
 	h := newHarness(t, withLimits(func(l *limits) { l.conns, l.connsPerCaller = all, per }))
 	rules, err := egress.Compile(&pbp.NetRules{Callers: &[]pbp.CallerRule{
 		{Caller: "agent", Ports: []int{h.plainPort}, Hosts: []string{"allowed.test"}},
-		{Caller: "other", Ports: []int{h.plainPort}, Hosts: []string{"allowed.test"}}}})
+		{Caller: other, Ports: []int{h.plainPort}, Hosts: []string{"allowed.test"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.s.rules = rules
 	h.s.edge = func(a netip.Addr) (string, bool) {
 		if a == netip.MustParseAddr("127.0.0.2") {
-			return "other", true
+			return other, true
 		}
 		return "agent", true
 	}
-	h.start(t, nil, nil)
 	return h
 }
 
@@ -395,20 +402,7 @@ func TestConnLimitMTLSHandshakes(t *testing.T) {
 // mtlsCapsHarness is a harness whose mTLS listener has per connections per caller, where
 // 127.0.0.2 is llm's edge and every other address the agent's.
 func mtlsCapsHarness(t *testing.T, per int) *harness {
-	h := newHarness(t, withLimits(func(l *limits) { l.conns, l.connsPerCaller = 10, per }))
-	rules, err := egress.Compile(&pbp.NetRules{Callers: &[]pbp.CallerRule{
-		{Caller: "agent", Ports: []int{h.plainPort}, Hosts: []string{"allowed.test"}},
-		{Caller: "llm", Ports: []int{h.plainPort}, Hosts: []string{"allowed.test"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.s.rules = rules
-	h.s.edge = func(a netip.Addr) (string, bool) {
-		if a == netip.MustParseAddr("127.0.0.2") {
-			return "llm", true
-		}
-		return "agent", true
-	}
+	h := twoCallersUnstarted(t, 10, per, "llm")
 	tlsConf := &tls.Config{Certificates: []tls.Certificate{h.ca.issue(t, "127.0.0.1")},
 		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: h.ca.pool, MinVersion: tls.VersionTLS13}
 	h.start(t, tlsConf, peerCaller(fixture(t)))
